@@ -31,6 +31,11 @@ def lake(tmp_path):
     return config, str(path)
 
 
+def past(hours: float) -> str:
+    """The note of a window reaching `hours` past the data's end (2026-11-10 06:00)."""
+    return f"the window's last {hours:.1f} h have no data yet (the data runs through 2026-11-10T06:00:00Z)"
+
+
 def answers(lake, query: str, *options: str) -> tuple[dict, dict, str]:
     """The API's answer to `query`, the CLI's JSON to `options`, and the CLI's stderr."""
     return api_and_cli(*lake, query, *options)
@@ -69,29 +74,30 @@ def test_periods_the_window_cuts_are_a_note_in_the_json_and_the_api(lake):
                                     "--since", "2026-11-03", "--until", "2026-11-12", "--granularity", "week")
     said = ("periods the window cuts: week 2026-11-02 holds 2026-11-03 00:00 → 2026-11-09 00:00 UTC (6 of 7 days); "
             "week 2026-11-09 holds 2026-11-09 00:00 → 2026-11-12 00:00 UTC (3 of 7 days)")
-    assert api["notes"] == cli_json["notes"] == [said], api
+    assert api["notes"] == cli_json["notes"] == [said, past(42)], api
     assert stderr.splitlines() == [f"note: {said}"], stderr
     # week 2026-10-26 (5 of 7 days) has no cost, so no row to misread: not named
     api, cli_json, _ = answers(lake, "since=2026-10-28&until=2026-11-12&granularity=week",
                                "--since", "2026-10-28", "--until", "2026-11-12", "--granularity", "week")
     assert api["notes"] == cli_json["notes"] == [
         "periods the window cuts: week 2026-11-09 holds 2026-11-09 00:00 → 2026-11-12 00:00 UTC (3 of 7 days)",
-        "the window's first 4.0 days hold no bill (the lake's first billing period is 2026-11)"], api
+        "the window's first 4.0 days hold no bill (the lake's first billing period is 2026-11)", past(42)], api
     api, cli_json, _ = answers(lake, "since=2026-11-02&until=2026-11-16&granularity=week",
                                "--since", "2026-11-02", "--until", "2026-11-16", "--granularity", "week")
-    assert "notes" not in api and "notes" not in cli_json  # whole weeks: nothing to say, the contract as it was
+    assert api["notes"] == cli_json["notes"] == [past(138)]  # whole weeks: only the days past the data to say
 
 
 def test_days_of_the_window_before_the_first_bill_are_a_note_in_the_json_and_the_api(lake):
     api, cli_json, _ = answers(lake, "since=2026-10-22&until=2026-11-20", "--since", "2026-10-22",
                                "--until", "2026-11-20")
     said = "the window's first 10.0 days hold no bill (the lake's first billing period is 2026-11)"
-    assert api["notes"] == cli_json["notes"] == [said], api
+    assert api["notes"] == cli_json["notes"] == [said, past(234)], api
     assert api["totals"] == [{"currency": "USD", "cost": "5.250000000000"}]
     csv = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-10-22", "--until", "2026-11-20",
                                    "--format", "csv"])
     assert csv.stdout.splitlines() == ["team,currency,cost", "nlp,USD,4.250000000000", "vision,USD,1.000000000000"]
-    assert csv.stderr.splitlines() == [f"note: {said}"], csv.stderr  # the CSV stays data; the note on stderr
+    assert csv.stderr.splitlines() == [  # the CSV stays data; the notes on stderr
+        f"note: {said}", "note: the window's last 234.0 h have no data yet (data through 2026-11-10 06:00 UTC)"]
     table = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-10-22", "--until",
                                      "2026-11-20", "--format", "table"])
     assert f"; {said}" in table.stdout and said not in table.stderr, table.output
@@ -103,7 +109,8 @@ def test_a_previous_window_without_cost_is_a_note_in_the_json_and_the_api(lake):
                                     "--until", "2026-12-01", "--compare")
     said = ("no cost in the previous window 2026-10-22 18:00 → 2026-11-01 00:00 UTC; the lake holds the billing "
             "periods 2026-11 to 2026-11; {} shows it as 0")
-    assert api["notes"] == [said.format("compare")] and cli_json["notes"] == [said.format("--compare")], api
+    assert api["notes"] == [said.format("compare"), past(498)], api
+    assert cli_json["notes"] == [said.format("--compare"), past(498)], cli_json
     assert stderr.splitlines() == [f"note: {said.format('--compare')}"], stderr
     assert [row["previous_cost"] for row in api["rows"]] == ["0", "0"], api
 

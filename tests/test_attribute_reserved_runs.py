@@ -22,6 +22,7 @@ from tests.test_runs import whole_config
 
 D = Decimal
 WINDOW = ["--since", "2026-11-02", "--until", "2026-11-03"]
+PAST = "the window's last 13.0 h have no data yet (the data runs through 2026-11-02T11:00:00Z)"  # of WINDOW
 IDLE_NOTE = ("run=Idle holds the shared clusters' idle (the GPU-hours no job held) beside the jobs of any run with "
              "that id: the idle alone is job_state=idle, a run's own jobs `spendlake runs --run Idle`")
 DEFAULT_NOTE = ("run=unallocated holds the run dimension's default (the cost no run claims) beside the jobs of any "
@@ -50,17 +51,17 @@ def test_where_run_idle_warns_that_it_adds_the_clusters_idle_to_a_run_of_that_id
     path = config_file(tmp_path)
     cost, notes, stderr = attributed(path, "run=Idle")
     assert cost == D(60)  # the run's $20 and the idle $40
-    assert f"warning: --where {IDLE_NOTE}" in stderr and notes == [IDLE_NOTE], stderr
+    assert f"warning: --where {IDLE_NOTE}" in stderr and notes == [IDLE_NOTE, PAST], stderr
     cost, notes, stderr = attributed(path, "job_state=idle")  # what the warning offers: the idle alone
-    assert (cost, notes) == (D(40), []) and "warning" not in stderr, stderr
+    assert (cost, notes) == (D(40), [PAST]) and "warning" not in stderr, stderr
 
 
 def test_where_run_at_the_dimensions_default_warns_that_it_adds_the_cost_no_run_claims(tmp_path):
     cost, notes, stderr = attributed(config_file(tmp_path), "run=unallocated")
     assert cost == D(5)
-    assert f"warning: --where {DEFAULT_NOTE}" in stderr and notes == [DEFAULT_NOTE], stderr
+    assert f"warning: --where {DEFAULT_NOTE}" in stderr and notes == [DEFAULT_NOTE, PAST], stderr
 
 
 def test_where_a_run_of_its_own_id_warns_of_nothing(tmp_path):
     cost, notes, stderr = attributed(config_file(tmp_path), "run=r2")
-    assert (cost, notes) == (D(20), []) and "warning" not in stderr, stderr
+    assert (cost, notes) == (D(20), [PAST]) and "warning" not in stderr, stderr

@@ -56,7 +56,8 @@ def test_json_contract(setup):
     result = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team,project", "--format", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert set(data) == {"since", "until", "cost", "by", "rows", "totals", "data_through", "sources"}
+    assert set(data) == {"since", "until", "cost", "by", "rows", "totals", "data_through", "sources", "notes"}
+    assert data["notes"] == ["the window's last 692.0 h have no data yet (the data runs through 2026-11-02T04:00:00Z)"]
     assert data["since"] == "2026-11-01T00:00:00Z" and data["until"] == "2026-12-01T00:00:00Z"
     # the end of the latest usage charge period (the credit and tax lines do not count)
     assert data["data_through"] == "2026-11-02T04:00:00Z"
@@ -258,7 +259,7 @@ def test_a_table_whose_rounded_rows_miss_the_total_says_so_under_it_and_csv_json
               "so a credit, or a part larger than that net total, is no share of it and shows — (the amount stands).")
     assert [text for text in table.splitlines() if text.startswith("note:")] == [note, shares]  # USD: no note
     assert table.index("998.13") < table.index(note)
-    assert "note:" not in run(path, *window, "--format", "csv").output
+    assert "note:" not in run(path, *window, "--format", "csv").stdout
     data = json.loads(run(path, *window, "--format", "json").output)
     assert sum(Decimal(r["cost"]) for r in data["rows"] if r["currency"] == "EUR") == Decimal("998.125")
     compared = run(path, *window, "--compare", "--format", "table").output

@@ -289,6 +289,10 @@ def test_a_window_past_the_bill_says_where_the_bill_ends_and_prices_no_gpu_hour(
         {"source": "cur", "data_through": "2026-11-02T11:00:00Z"}]
     assert [(r["run"], r["cost"], r["currency"], r["cost_per_gpu_hour"], r["gpu_hours"]) for r in data["rows"]] == [
         ("r3", "0", None, None, "48.000000")]
+    # its cost 0 is no bill yet, not no spend: JSON and CSV say so on stderr, as the table's data line does
+    note = ("note: the window's last 24.0 h have no data yet (data through 2026-11-02 11:00 UTC): a run's hours "
+            "after it have no cost yet\n")
+    assert shown.stderr == note and CliRunner().invoke(cli, [*args, "csv"]).stderr == note
     table = CliRunner().invoke(cli, [*args, "table"], env={"COLUMNS": "250"})
     assert "data through 2026-11-02 11:00 UTC; the window's last 24.0 h have no data yet" in table.stdout, table.output
     lines = table.stdout.splitlines()

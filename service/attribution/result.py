@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from service.core.timewindow import Window, iso_utc
+from service.core.timewindow import Window, iso_utc, past_the_data
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,13 @@ class AttributionResult:
         return max((moment for _, moment in self.sources if moment is not None), default=None)
 
     @property
+    def unreached(self) -> str | None:
+        """How much of the window runs past the data's end (an `until` after it), said beside
+        the rows as `unbilled` is: its hours hold no cost yet, not no spend (of rows only: a
+        window without any says why in its notes)."""
+        return past_the_data(self.window, self.data_through) if self.rows else None
+
+    @property
     def previous(self) -> Window | None:
         """The window `--compare` set this one against (None without it)."""
         return previous_window(self.window, self.data_through) if self.compare else None
@@ -99,7 +106,9 @@ class AttributionResult:
                 total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
             totals.append(total)
         notes = [f"{dim}={value} matches nothing in the lake; {hint}" for dim, value, hint in self.unmatched] + [
-            *self.reserved, *self.notes, *([self.unbilled] if self.unbilled else []), *self.warnings]
+            *self.reserved, *self.notes, *([self.unbilled] if self.unbilled else []),
+            *([f"{self.unreached} (the data runs through {iso_utc(self.data_through)})"] if self.unreached else []),
+            *self.warnings]
         compared = {"previous_since": iso_utc(self.previous.since), "previous_until": iso_utc(self.previous.until)
                     } if self.previous else {}
         return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), **compared, "cost": self.cost,

@@ -71,7 +71,7 @@ from service.core.folding import folded
 from service.core.job_states import STATE_SYNONYMS, STATES
 from service.core.lake import Lake
 from service.core.suggest import suggestion
-from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, utc_now
+from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, past_the_data, utc_now
 
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
 OTHER = "other"
@@ -202,6 +202,11 @@ class RunsResult:
     def data_through(self) -> datetime | None:
         """The end of the bill in the lake: a run's hours after it have no cost yet."""
         return max((moment for _, moment in self.sources if moment is not None), default=None)
+
+    @property
+    def unreached(self) -> str | None:
+        """How much of the window lies past the bill's end (service.core.timewindow.past_the_data)."""
+        return past_the_data(self.window, self.data_through)
 
     def to_json(self) -> dict:
         by = self.query.by

@@ -11,7 +11,7 @@ import click
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import to_json
-from service.core.timewindow import minute_text
+from service.core.timewindow import fixed_end, minute_text
 from service.core.units import currency_text, exact_text, is_tty, money_text, percent_change_text
 from service.report.rounding import gaps
 from service.report.shares import cli_money, share_notes, share_pct
@@ -39,7 +39,8 @@ def _share(cost: Decimal, total: Decimal) -> str:
 
 def render(result, fmt: str | None) -> None:
     """The answer in `fmt`; how much of the window lies before the lake's first bill
-    (`result.unbilled`) in the JSON's notes, the table's coverage line, else (CSV) on stderr."""
+    (`result.unbilled`) or after the data's end (`result.unreached`) in the JSON's notes, the
+    table's coverage line, else (CSV) on stderr."""
     data = result.to_json()
     if (fmt or "") == "json" or (fmt is None and not is_tty()):
         click.echo(to_json(data))  # `unbilled` is among its notes: a window reaching back 30 days says it often
@@ -53,6 +54,8 @@ def render(result, fmt: str | None) -> None:
         emit(exact, columns + (["explain"] if result.explain else []), "csv")
         if result.unbilled:
             click.echo(f"note: {result.unbilled}", err=True)
+        if result.unreached:
+            click.echo(f"note: {result.unreached} (data through {_utc(result.data_through)})", err=True)
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
@@ -130,9 +133,8 @@ def coverage_line(result, unbilled: str | None = None) -> str:
                for name, moment in result.sources if moment != end]
     if lagging:
         line += f" (behind: {', '.join(lagging)})"
-    if result.window.until > end:
-        hours = (result.window.until - max(end, result.window.since)).total_seconds() / 3600
-        line += f"; the window's last {hours:,.1f} h have no data yet"
+    if result.unreached:
+        line += f"; {result.unreached}"
     return line + (f"; {unbilled}" if unbilled else "")
 
 
@@ -164,7 +166,8 @@ def render_check(results, fmt: str | None) -> None:
 
 @click.command("attribute", cls=SingleValueCommand)
 @click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
-@click.option("--until", help="End of the window (default: the end of the data, `data through`).")
+@click.option("--until", help="End of the window (default: the end of the data, `data through`; "
+              "3d: 3 days before it).")
 @click.option("--by", "by", multiple=True, default=["team"], show_default=True, callback=given_once,
               help="Dimensions, comma-separated.")
 @click.option("--where", "where", multiple=True, metavar="DIM=VALUE", help="Keep rows with this value (repeatable).")
@@ -213,7 +216,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         return
     query = AttributionQuery.parse(config, since=since, until=until, by=by, where=where, cost=cost,
                                    granularity=granularity, top=top, compare=compare, explain=explain,
-                                   end=None if until else data_end(lake))
+                                   end=None if fixed_end(until) else data_end(lake))
     result = with_notes(lake, config, query, attribute_query(lake, config, query, engine=engine_config),
                         engine=engine_config)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:

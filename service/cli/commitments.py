@@ -22,7 +22,7 @@ def _pct(value: Decimal | None) -> str:
 @click.command("commitments", cls=SingleValueCommand)
 @click.option("--since", default="30d", show_default=True,
               help="Start of the window: 30d, 7d, 2026-11-01 or an ISO time (UTC).")
-@click.option("--until", help="End of the window (default: the end of the data).")
+@click.option("--until", help="End of the window (default: the end of the data; 3d: 3 days before it).")
 @click.option("--by", "by", multiple=True, default=[""], callback=given_once,
               help="Add each commitment's owner in these dimensions, e.g. team.")
 @format_option

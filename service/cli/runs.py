@@ -13,6 +13,7 @@ from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
 from service.core.coverage import billing_periods, months_touched
 from service.core.output import one_line
+from service.core.timewindow import fixed_end, minute_text
 from service.core.units import currency_text, money_text
 from service.report.sections.clusters import WHY_NO_IDLE_SHARE
 
@@ -85,7 +86,8 @@ def _why_no_run(result) -> str:
 @click.command("runs", cls=SingleValueCommand)
 @click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC); with --run, "
               "default: the run's own span (first start to last end, whole hours).")
-@click.option("--until", help="End of the window (default: the end of the data, `data through`).")
+@click.option("--until", help="End of the window (default: the end of the data, `data through`; "
+              "3d: 3 days before it).")
 @click.option("--by", "by", multiple=True, callback=given_once,
               help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
 @click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
@@ -101,7 +103,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     from service.core.coverage import data_end
 
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
-                            end=None if until else data_end(obj.lake))
+                            end=None if fixed_end(until) else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
     idle_rules(obj.lake, obj.config.attribution, result.window)
     if result.lake_empty and result.rows:
@@ -122,6 +124,10 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     elif not result.lake_empty and not months_touched(result.window.since, result.window.until) & set(
             billing_periods(obj.lake)):  # runs with jobs and no cost: the bill does not reach the window
         click.echo(f"note: {outside_the_data(obj.lake, result.window)}", err=True)
+    elif fmt != "table" and result.rows and result.unreached:
+        # the table says it in its coverage line; a run's hours past the bill have no cost yet, not none
+        click.echo(f"note: {result.unreached} (data through {minute_text(result.data_through)} UTC): "
+                   "a run's hours after it have no cost yet", err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)

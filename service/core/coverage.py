@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
-from service.core.timewindow import CLOCK_SKEW, Window, iso_utc, month_text, parse_window
+from service.core.timewindow import CLOCK_SKEW, Window, fixed_end, iso_utc, month_text, parse_window
 from service.core.usage_end import USAGE_BEGINS, usage_through
 
 if TYPE_CHECKING:
@@ -184,14 +184,15 @@ def data_begins(lake: Lake, snapshot: Snapshot) -> datetime | None:
 
 def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: datetime | None = None,
                     snapshot: Snapshot | None = None, naming: Callable[[str], str] = lambda name: f"--{name}") -> Window:
-    """The window [since, until) of a question about `lake`: without `until`, it ends at the
-    data's end (`data_end`; of the state `snapshot` saw when given, for a read of that
-    snapshot), so the answer does not change with the wall-clock hour. Errors name `since` and
-    `until` as `naming` spells them (service.core.timewindow.parse_window)."""
-    if until:
+    """The window [since, until) of a question about `lake`: without `until` (or with a relative
+    one, measured back from it), it ends at the data's end (`data_end`; of the state `snapshot`
+    saw when given, for a read of that snapshot), so the answer does not change with the
+    wall-clock hour. Errors name `since` and `until` as `naming` spells them
+    (service.core.timewindow.parse_window)."""
+    if fixed_end(until):
         return parse_window(since, until, now=now, naming=naming)
-    return parse_window(since, None, now=now, end=data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot),
-                        naming=naming)
+    end = data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot)
+    return parse_window(since, until, now=now, end=end, naming=naming)
 
 
 def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str, str]:

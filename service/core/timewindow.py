@@ -144,10 +144,14 @@ def relative_window(spec: str, end: datetime) -> Window:
 def parse_window(since: str, until: str | None = None, *, now: datetime | None = None,
                  end: datetime | None = None, naming: Callable[[str], str] = lambda name: f"--{name}") -> Window:
     """[since, until) from what was typed; errors name `since`/`until` as `naming` spells them.
-    Without `until` the window ends at `end` (the data's end), else at `now`; `until` may
-    itself be relative to `now` (`--until 1d`, `--until now`)."""
+    Without `until` the window ends at `end` (the data's end), else at `now`. A relative bound
+    is measured back from the window's end, and a relative `until` from `end` as `since` is:
+    `--since 7d --until 3d` is the 7 days before the data's last 3 (it ended 3 days before the
+    wall clock, the data's end lagging it, while `--since 7d` alone ends at the data's end);
+    `--until now` is the wall clock."""
     now = now or utc_now()
-    stop = parse_instant(until, now=now, option=naming("until")) if until else (end or now)
+    stop = (parse_instant(until, now=now if fixed_end(until) else (end or now), option=naming("until"))
+            if until else (end or now))
     if since.strip().lower() == MONTH_TO_DATE:
         start = month_start(stop)
     else:
@@ -162,12 +166,26 @@ def parse_window(since: str, until: str | None = None, *, now: datetime | None =
     return Window(start, stop)
 
 
+def fixed_end(until: str | None) -> bool:
+    """Whether `until` fixes the window's end whatever the data's end: an instant or `now`, not
+    none or a span back from the data's end (`3d`)."""
+    return bool(until) and not RELATIVE_RE.match(until)
+
+
 def data_anchored(since: str, until: str | None, *, now: datetime | None = None,
                   naming: Callable[[str], str] = lambda name: f"--{name}") -> Callable[..., Window] | None:
-    """Without `until`: the typed window as a function of the data's end (`end=`), so a read
-    can anchor it to the lake state it reads (an ingest committing between the question and
-    the read moves the end); None when `until` fixes the end."""
-    return None if until else partial(parse_window, since, None, now=now or utc_now(), naming=naming)
+    """Without `until`, or with one relative to the data's end: the typed window as a function
+    of the data's end (`end=`), so a read can anchor it to the lake state it reads (an ingest
+    committing between the question and the read moves the end); None when `until` fixes the end."""
+    return None if fixed_end(until) else partial(parse_window, since, until, now=now or utc_now(), naming=naming)
+
+
+def past_the_data(window: Window, end: datetime | None) -> str | None:
+    """How much of `window` lies after the data's `end` (None: none, or no data at all)."""
+    if end is None or window.until <= end:
+        return None
+    hours = (window.until - max(end, window.since)).total_seconds() / 3600
+    return f"the window's last {hours:,.1f} h have no data yet"
 
 
 def day_start(value: date) -> datetime:
