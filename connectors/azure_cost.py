@@ -60,7 +60,7 @@ from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.per_value import PerValueSelect
-from service.core.schema import QUANTITY, cost_select_list
+from service.core.schema import QUANTITY
 from service.core.hidden_columns import rounding_select
 
 # Month first, always explicit; ISO dates and times (unambiguous: newer exports, the APIs) read too.
@@ -231,13 +231,12 @@ class AzureCostConnector(FolderExport):
         }
         present = {k: v for k, v in expressions.items() if v}
         rounding = rounding_select({"EffectiveCost" if amortized else "BilledCost": rounded_away(table, *COST)})
-        sql = f"SELECT {cost_select_list(present)}{rounding} FROM {table.source}"
-        once = tags_per_value(table, "Tags", braces_optional=True)
-        if not once:
-            return sql
         # the Tags JSON text parsed once per distinct value by the stager (service.core.per_value)
-        rows = cost_select_list(present | {"Tags": per_value_text(table, "Tags")}, as_text=("Tags",))
-        return PerValueSelect(sql, f"SELECT {rows}{rounding} FROM {table.source}", {"Tags": once})
+        once = tags_per_value(table, "Tags", braces_optional=True)
+        per_value = {"Tags": once} if once else {}
+        select = PerValueSelect(present, f"{rounding} FROM {table.source}",
+                                {name: per_value_text(table, name) for name in per_value}, per_value)
+        return select if per_value else select.sql
 
     def _configured_currency(self, uri: str) -> str:
         """The source's `currency:` as SQL, for a file that names none; else a DataError saying to set it."""

@@ -52,14 +52,14 @@ from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
                                    amounts_sum, decimal, ident, is_record_list, json_text, open_table, identifier,
-                                   rounded_away, sql_string, text, timestamp)
+                                   rounded_away, sql_string, text, timestamp, timestamp_per_value)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.errors import ConfigError, DataError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
-from service.core.schema import CHARGE_CATEGORIES, COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
+from service.core.schema import CHARGE_CATEGORIES, COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
 # FOCUS datasets other than Cost and Usage, by a column only they have.
@@ -176,7 +176,7 @@ class FocusConnector(FolderExport):
             raise DataError("a FOCUS file of a version before 1.0 (it has ChargeType, not ChargeCategory)",
                             where=uri, hint="spendlake reads FOCUS 1.0 to 1.3: export the data as FOCUS 1.0 or later")
         expressions: dict[str, str | None] = {}
-        per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
+        per_value: dict[str, str] = {}  # JSON tags and times as text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:
             candidates = ALTERNATIVES.get(name, (name,))
             if name == "x_credits" and (listed := credits_listed(table)):
@@ -185,6 +185,8 @@ class FocusConnector(FolderExport):
                 expressions[name] = decimal(table, kind, *candidates)
             elif kind == "TIMESTAMP":
                 expressions[name] = timestamp(table, *candidates)
+                if once := timestamp_per_value(table, *candidates):
+                    per_value[name] = once
             elif name in TAG_COLUMNS:
                 expressions[name] = tags(table, *candidates)
                 if once := tags_per_value(table, *candidates):
@@ -200,12 +202,10 @@ class FocusConnector(FolderExport):
         present = {k: v for k, v in expressions.items() if v is not None}
         rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
         # the columns the file has: the stager adds the others as nulls
-        sql = f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding}{table.file_column} FROM {table.source}"
-        if not per_value:
-            return sql
-        raw = {name: per_value_text(table, *ALTERNATIVES.get(name, (name,))) for name in per_value}
-        rows = cost_select_list(present | raw, absent_as_null=False, as_text=per_value)
-        return PerValueSelect(sql, f"SELECT {rows}{rounding}{table.file_column} FROM {table.source}", per_value)
+        select = PerValueSelect(present, f"{rounding}{table.file_column} FROM {table.source}",
+                                {name: per_value_text(table, *ALTERNATIVES.get(name, (name,))) for name in per_value},
+                                per_value, absent_as_null=False)
+        return select if per_value else select.sql
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A CSV money value the SQL found not a number, with its line: the CSV reader parses

@@ -87,7 +87,8 @@ def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False
 
 
 def per_value_text(table: Table, *candidates: str) -> str | None:
-    """The column as the text `tags_per_value`'s SQL reads: a list of records as its JSON."""
+    """The column as the text `tags_per_value`'s (or exportfile.timestamp_per_value's) SQL reads:
+    a list of records as its JSON."""
     name = table.name(*candidates)
     if name is None:
         return None

@@ -268,3 +268,29 @@ def test_40_a_bad_json_tag_in_the_middle_file_names_that_file(tmp_path, monkeypa
     named = [bad for bad in (first, second) if any(f"{bad}{error}" in text for text in said[0])]
     assert len(named) == 1, said
     assert [text.replace(f"{named[0]}{error}", f"{first}{error}") for text in said[0]] == said[1]
+
+
+def test_40_a_bad_text_time_in_the_middle_file_names_that_file(tmp_path, monkeypatch):
+    """Times given as text (parsed by the stager once per distinct text for the whole run) name a
+    file holding a bad one, as reading that file alone did."""
+    said = []
+    for alone in (False, True):
+        if alone:
+            each_file_alone(monkeypatch)
+        shutil.rmtree(tmp_path / "export", ignore_errors=True)
+        root = tagged_export(tmp_path / "export", ['{"team": "a"}'] * 24)
+        for number in range(24):
+            path = root / f"hr=20240501{number:02d}" / "part-0.parquet"
+            table = pq.read_table(path)
+            text = "June 2nd" if number == 11 else "2024-05-03T00:00:00Z"
+            place = table.schema.get_field_index("ChargePeriodStart")
+            pq.write_table(table.set_column(place, "ChargePeriodStart", pa.array([text], pa.string())), path)
+        staged = record_parts(monkeypatch)
+        result = run(tmp_path / f"lake-{alone}", root)
+        if not alone:
+            part = staged[0][0]
+            assert isinstance(part, FilesPart) and list(part.rows.per_value) == ["ChargePeriodStart", "Tags"]
+        said.append(failures(result))
+    bad = str(tmp_path / "export" / "hr=2024050111" / "part-0.parquet")
+    assert any(f"{bad}: column ChargePeriodStart: not a date/time: June 2nd" in text for text in said[1]), said
+    assert said[0] == said[1]

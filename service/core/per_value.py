@@ -2,27 +2,29 @@
 
 A CSV bill's JSON tags repeat: a 10M-line FOCUS export holds 321 distinct `Tags` texts. Parsing
 each line's JSON into a map in the connector's SELECT was over a third of that SELECT's CPU
-(json_transform, about 0.6 CPU s per 1M lines; CUR 2.0 CSV's `resource_tags` 0.9). A connector
-instead gives such a column as text (PerValuePart) with the SQL it would have run per row; the
-stager runs that SQL on the distinct texts it has not met yet and takes the results back to
-every row (Converter). Tags that do not repeat (a run-id tag per line) only pay the text's round
-trip through Arrow that way: a part whose first rows' texts are mostly distinct is read through
-its canonical SELECT instead (`streamed`). Same values, and a bad value fails with the same
-error: the same SQL raises it. In a part over several files (file_parts.FilesPart) that SQL names a file holding the
-text (hidden_columns.FILE_INDEX, given beside the text), as reading that file alone did. The
-writer's read does not keep file order, so a bad text in several files may name any of them.
-Figures: bench/README.md.
+(json_transform, about 0.6 CPU s per 1M lines; CUR 2.0 CSV's `resource_tags` 0.9). Its times
+repeat too (a month of hourly charge periods: 744 texts), and parsing them was a third of a
+FOCUS CSV's SELECT. A connector instead gives such a column as text (PerValuePart) with the SQL
+it would have run per row; the stager runs that SQL on the distinct texts it has not met yet and
+takes the results back to every row (Converter). Texts that do not repeat (a run-id tag per
+line) only pay the round trip through Arrow that way: a column whose texts are mostly distinct
+in a part's first rows is computed by the SELECT instead (`streamed`). Same values, and a bad
+value fails with the same error: the same SQL raises it. In a part over several files
+(file_parts.FilesPart) that SQL names a file holding the text (hidden_columns.FILE_INDEX, given
+beside the text), as reading that file alone did. The writer's read does not keep file order,
+so a bad text in several files may name any of them. Figures: bench/README.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import duckdb
 
 from service.core.hidden_columns import FILE_INDEX
-from service.core.schema import COST_TYPES
+from service.core.schema import COST_TYPES, cost_select_list
 
 if TYPE_CHECKING:  # Arrow is loaded by the stager that converts, not by the connectors that hand over
     import pyarrow as pa
@@ -40,11 +42,13 @@ HEAD_ROWS = 1 << 16
 class PerValuePart:
     """A part whose `per_value` columns the stager computes once per distinct value: `rows`
     gives them as text, and each one's SQL (over a text column named `value`, cast to the
-    canonical type) is what `relation`, the part as every other reader sees it, computes per row."""
+    canonical type) is what `relation`, the part as every other reader sees it, computes per row.
+    `some_as_text`, when given, is the part with only the named columns as text."""
 
     relation: duckdb.DuckDBPyRelation
     rows: duckdb.DuckDBPyRelation
     per_value: dict[str, str]
+    some_as_text: Callable[[frozenset[str]], duckdb.DuckDBPyRelation] | None = None
 
     def __getattr__(self, name: str) -> object:  # any other attribute: the canonical relation's
         if name.startswith("__"):
@@ -54,30 +58,51 @@ class PerValuePart:
 
 @dataclass(frozen=True)
 class PerValueSelect:
-    """A connector's canonical SELECT (`sql`) and the same SELECT with the `per_value` columns
-    as text (`rows`): a PerValuePart once bound."""
+    """A connector's canonical SELECT: its list (`columns`: canonical column → SQL, for
+    cost_select_list with `absent_as_null`) and what follows it (`tail`: hidden columns, FROM);
+    `texts`, the SQL of each `per_value` column's text. A PerValuePart once bound."""
 
-    sql: str
-    rows: str
+    columns: dict[str, str]
+    tail: str
+    texts: dict[str, str]
     per_value: dict[str, str]
+    absent_as_null: bool = True
+
+    @property
+    def sql(self) -> str:
+        return self.select(frozenset())
+
+    def select(self, as_text: frozenset[str]) -> str:
+        """The SELECT with the `as_text` per-value columns as text, the others computed."""
+        texts = {name: self.texts[name] for name in as_text}
+        listed = cost_select_list(self.columns | texts, absent_as_null=self.absent_as_null, as_text=as_text)
+        return f"SELECT {listed}{self.tail}"
 
     def part(self, con: duckdb.DuckDBPyConnection) -> PerValuePart:
-        return PerValuePart(con.sql(self.sql), con.sql(self.rows), self.per_value)
+        return PerValuePart(con.sql(self.sql), con.sql(self.select(frozenset(self.per_value))), self.per_value,
+                            lambda as_text: con.sql(self.select(as_text)))
 
 
 def streamed(part: duckdb.DuckDBPyRelation | PerValuePart) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
-    """What the stager streams of `part` and the columns it converts per distinct value: a
-    PerValuePart's text rows when the texts of its first HEAD_ROWS rows repeat, else its canonical
-    relation, each row converted in the SELECT: in DuckDB's pipeline that costs less than the
-    round trip through Arrow (1M unique FOCUS Tags, a run-id tag per line: 16.6 CPU s against
-    21.9 per value; bench/README.md)."""
+    """What the stager streams of `part` and the columns it converts per distinct value. A column
+    whose texts are mostly distinct in the part's first HEAD_ROWS rows is converted per row in the
+    SELECT, which in DuckDB's pipeline costs less than the round trip through Arrow (1M unique
+    FOCUS Tags, a run-id tag per line: 16.6 CPU s against 21.9 per value; bench/README.md), and so
+    is every per-value column before it in the SELECT: the stager's conversions fail after the
+    SELECT's, so a file whose values are bad in several columns names the first, as the SELECT
+    does. A part that cannot give only some columns as text (no `some_as_text`) then streams its
+    canonical relation."""
     if not isinstance(part, PerValuePart):
         return part, {}
-    distinct = ", ".join(f'count(DISTINCT "{name}")' for name in part.per_value if name in COST_TYPES)
+    distinct = ", ".join(f'count(DISTINCT "{name}")' for name in part.per_value)
     [(rows, *counts)] = part.rows.limit(HEAD_ROWS).aggregate(f"count(*), {distinct}").fetchall()
-    if any(count > rows // 2 for count in counts):
+    last_distinct = max((place for place, count in enumerate(counts) if count > rows // 2), default=-1)
+    repeating = dict(list(part.per_value.items())[last_distinct + 1:])
+    if len(repeating) == len(part.per_value):
+        return part.rows, part.per_value
+    if not repeating or part.some_as_text is None:
         return part.relation, {}
-    return part.rows, part.per_value
+    return part.some_as_text(frozenset(repeating)), repeating
 
 
 class Converter:
