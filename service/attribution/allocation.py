@@ -205,6 +205,12 @@ def jobs_sql(inputs: AllocationInputs) -> str:
     )
 
 
+# A slot's key (its instance, start and end) as one integer: the instance's row number in
+# `stage.members` (`a_no`), the start's microseconds since 1970 shifted to be >= 0 (< 2^64) and
+# the slot's length (1 µs .. 1 hour < 2^33), in HUGEINT (< 2^127 below 2^30 instances). The
+# slots' joins and groups take this one key where they took three (a text and two times).
+SLOT = ("(CAST(a_no AS HUGEINT) * (CAST(1 AS HUGEINT) << 97) + (CAST(epoch_us(s_start) AS HUGEINT) + "
+        "(CAST(1 AS HUGEINT) << 63)) * (CAST(1 AS HUGEINT) << 33) + (epoch_us(s_end) - epoch_us(s_start)))")
 INSTANCE_LINE = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
                  "AND x_split_parent_resource_id IS NULL")
 # Every cost line the allocation reads (instance lines and EKS pod rows, and a few more), as
@@ -267,23 +273,23 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     the parts too."""
     tags = list(label_cols.values())
     a_types, a_gpus = bind_types(inputs, params)
+    split = inputs.has_split and inputs.clusters.eks_split
     numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
     read = [m for m in MEASURE_COLUMNS if m not in unread] or list(MEASURE_COLUMNS)  # a split needs a measure
     measures = {m: 12 for m in read} | {m: d for m, d in CARRIED_MEASURES.items() if m in columns}
     plain = [c for c in numbered if c not in measures and c not in ("cp_start", "cp_end")]
     units = [f"u_{i}" for i in range(len(measures))]
-    cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
+    cut = [*plain, "cp_start", "cp_end", "s_start", "s_end", "a_slot"]
     text = (
         _lines_cte(_held_lines(stage), [*columns, "a_line"], extra_cols, a_types, a_gpus)
         + instance_ctes() + jobs_cte(stage.jobs)
-        + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
-                   stage.held)
+        + pod_ctes(split, tags, run_cols, extra_cols.get("workload"), stage.held)
         + placement_ctes(inputs.clusters, stage.jobs)
-        + f"a_members AS (SELECT a_instance, a_gpus, a_cl FROM {stage.members} WHERE a_member), "
         + hour_ctes(inputs.clusters)
-        + "a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
-        "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)), "
-        "a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, "
+        # a parent of EKS pods that no cluster holds is in `stage.members` too (no GPUs, no cluster)
+        + f"a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl, m.rowid AS a_no FROM a_lines l JOIN {stage.members} m "
+        "USING (a_instance) WHERE m.a_member OR l.a_instance IN (SELECT a_instance FROM a_parents)), "
+        f"a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, {SLOT} AS a_slot, "
         "epoch_us(cp_end) - epoch_us(cp_start) AS a_len, s_start = cp_start AND s_end = cp_end AS a_alone, "
         + ", ".join(f"{to_units(m, d)} AS {u}" for (m, d), u in zip(measures.items(), units))
         + " FROM (SELECT *, greatest(h, cp_start) AS s_start, least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM ("
@@ -291,7 +297,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         "INTERVAL 1 HOUR)) AS h FROM a_member_lines) AS hours) AS slots), "
         # a line within one clock hour is its one slot's whole
         f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
-        + pod_weights_cte()
+        + pod_weights_cte(split)
         + weight_ctes()
         + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params, keep)
     )
@@ -325,8 +331,8 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
         "coalesce(w.kind, 'none') AS a_part, w.ref AS a_ref, coalesce(w.w, 1) AS a_wt, "
         "coalesce(t.total, 1) AS a_total, coalesce(t.overbooked AND sl.a_line = t.first_line AND w.kind = t.first_kind "
         "AND w.ref IS NOT DISTINCT FROM t.first_ref, false) AS a_over, coalesce(t.a_eks, false) AS a_eks, "
-        "coalesce(t.weights, 0) <= 1 AS a_alone FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
-        "LEFT JOIN a_weights w USING (a_instance, s_start, s_end)), "
+        "coalesce(t.weights, 0) <= 1 AS a_alone FROM a_slots sl LEFT JOIN a_totals t USING (a_slot) "
+        "LEFT JOIN a_weights w USING (a_slot)), "
     )
     extra = ["a_part", "a_ref", "a_wt", "a_total", "a_over", "a_eks"]
     order = ["a_wt DESC", "a_ref", "a_part"]

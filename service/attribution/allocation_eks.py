@@ -54,15 +54,20 @@ def pod_ctes(split: bool, tag_cols: Sequence[str], run_cols: Sequence[str], work
     )
 
 
-def pod_weights_cte() -> str:
+def pod_weights_cte(split: bool) -> str:
     """`a_pod_w`: per parent slot, each pod's split cost and the pods' unused cost (→ idle of
-    the pod's cluster) in that slot, in nano-units."""
+    the pod's cluster) in that slot, in nano-units. Without `split` (no pod rows) none, and the
+    slots are not grouped for them (DuckDB groups them before it learns the pods are none)."""
+    if not split:
+        return ("a_pod_w AS (SELECT CAST(NULL AS HUGEINT) AS a_slot, CAST(NULL AS VARCHAR) AS kind, "
+                "CAST(NULL AS VARCHAR) AS ref, CAST(NULL AS HUGEINT) AS w WHERE false), ")
     overlap = "(epoch_us(least(s_end, r_end)) - epoch_us(greatest(s_start, r_start)))"
     share = f"CAST(round(CAST(cost AS DOUBLE) * {NANO} * {overlap} / (epoch_us(r_end) - epoch_us(r_start))) AS HUGEINT)"
     return (
-        "a_pod_w AS (SELECT a_instance, s_start, s_end, kind, ref, sum(w) AS w FROM ("
-        f"SELECT s.a_instance, s.s_start, s.s_end, r.kind, r.ref, {share} AS w FROM "
-        "(SELECT DISTINCT a_instance, s_start, s_end FROM a_slots) AS s JOIN ("
+        "a_pod_w AS (SELECT a_slot, kind, ref, sum(w) AS w FROM ("
+        f"SELECT s.a_slot, r.kind, r.ref, {share} AS w FROM "
+        "(SELECT a_slot, any_value(a_instance) AS a_instance, any_value(s_start) AS s_start, any_value(s_end) AS s_end "
+        "FROM a_slots GROUP BY a_slot) AS s JOIN ("
         "SELECT a_instance, cp_start AS r_start, cp_end AS r_end, 'pod' AS kind, ResourceId AS ref, "
         "x_split_cost AS cost FROM a_pod_rows UNION ALL SELECT a_instance, cp_start, cp_end, 'idle', "
         "a_pod_cluster, x_split_unused_cost FROM a_pod_rows) AS r "
