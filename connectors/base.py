@@ -21,11 +21,11 @@ from typing import ClassVar, Protocol
 
 import duckdb
 
+from connectors import content
 from connectors.storage import Storage, StoredObject
 from connectors.unread_files import unread_files
 from service.core.config import SourceConfig
 from service.core.errors import SpendlakeError, told_by_known_names
-from service.core.integrity import sha256_file
 from service.core.ledger import FinalWhen
 from service.core.registry import Connector, Disposition, Feeds
 
@@ -128,8 +128,19 @@ class CostConnector(Connector, Protocol):
         return None
 
     def content_digest(self, uri: str, scratch: Path) -> str:
-        """The SHA-256 of a listed file's bytes (an S3 object downloaded into `scratch`)."""
+        """The SHA-256 of a listed file's content (connectors.content: decompressed, no byte order
+        mark, CRLF as LF; an S3 object downloaded into `scratch`)."""
         raise NotImplementedError
+
+    def content_head(self, uri: str) -> tuple[str, list[str]]:
+        """A listed file's connectors.content.head: its first bytes' digest and CSV header."""
+        raise NotImplementedError
+
+    def hive_reaches(self, key: str) -> bool:
+        """Whether a Hive folder's `key=value` becomes a column the rows are read from, where the file
+        lacks that column: the same content under other values of it is other rows. True (the
+        default) unless the connector knows the columns it reads."""
+        return True
 
 
 def cost_class(cls: type) -> type[CostConnector]:
@@ -192,4 +203,7 @@ class StoredExport(CostConnector):
         return listed.modified if listed is not None and listed.modified else None
 
     def content_digest(self, uri: str, scratch: Path) -> str:
-        return sha256_file(self.storage.local_copy(self._objects[uri], scratch))
+        return content.digest(self.storage.local_copy(self._objects[uri], scratch), uri)
+
+    def content_head(self, uri: str) -> tuple[str, list[str]]:
+        return content.head(self.storage.read_head(self._objects[uri], content.RAW_HEAD), uri)

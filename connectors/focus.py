@@ -104,6 +104,10 @@ OCI_OWN_REPORT = "lineItem/intervalUsageStart"
 TAG_COLUMNS = ("Tags", "AllocatedTags")
 ID_COLUMNS = ("BillingAccountId", "SubAccountId", "ResourceId")  # a spreadsheet rewrites long numeric ones
 NULLS = ("", "NULL")  # how producers write a null cell
+# Every column a FOCUS file's rows are read from (lowercased): a Hive folder of another name
+# (`BillingPeriod=2024-09/`, `year=2024/`) reaches no row (service.ingest.copies).
+READ = frozenset(name.lower() for name in (*(n for n, _ in COST_COLUMNS), *(c for cs in ALTERNATIVES.values() for c in cs),
+                                           *(c for c, _ in OTHER_DATASETS), OCI_OWN_REPORT, "ChargeType"))
 
 class DataExportsLayout(AwsCur2Connector):
     """The manifests of an AWS Data Exports delivery, read the way `aws-cur2` reads them."""
@@ -155,6 +159,9 @@ class FocusConnector(FolderExport):
         if problem:
             raise problem
         return super().read(delivery, con, scratch)
+
+    def hive_reaches(self, key: str) -> bool:
+        return key.lower() in READ
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str) -> str | PerValueSelect:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]

@@ -182,6 +182,22 @@ class Storage:
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 
+    def read_head(self, obj: StoredObject, size: int) -> bytes:
+        """The object's first `size` bytes (a ranged GET on S3)."""
+        if not self.is_s3:
+            try:
+                with open(obj.uri, "rb") as handle:
+                    return handle.read(size)
+            except OSError as exc:
+                raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = obj.uri[len(f"s3://{self.bucket}/"):]
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._s3_error(exc, "s3:GetObject", key) from None
+
     def current_version(self, obj: StoredObject) -> str | None:
         """The object's version now (ETag, or local_version); None when it is gone."""
         if not self.is_s3:

@@ -71,19 +71,31 @@ def test_a_copy_there_at_the_first_ingest_counts_once_and_a_corrected_file_still
     assert failures(result) == [] and committed(result) == ["2024-05"], lines(result)
     assert lake_sums(lake) == {("2024-05", "USD"): Decimal("1.20"), **{k: v for k, v in once.items() if k[0] != "2024-05"}}
 
-def test_only_files_of_one_size_are_read_for_their_digest_and_forget_drops_the_digests(tmp_path):
+def read_whole(lake) -> list[int]:
+    """How many files of each source the copy check read whole for their content's digest."""
+    return [sum("sha256" in record for record in records.values()) for records in lake.read_state(STATE).values()]
+
+
+def test_only_files_of_one_head_are_read_whole_for_their_digest_and_forget_drops_the_digests(tmp_path):
     export = export_of(tmp_path, "focus")
     lake, result = run(tmp_path, "focus", export)
-    assert failures(result) == [] and lake.read_state(STATE) == {}  # sizes differ: no file read for a digest
+    assert failures(result) == [] and read_whole(lake) == [0]  # their first text differs: none read whole
     shutil.copytree(export / "2024-06", export / "june-again")
     assert failures(run(tmp_path, "focus", export)[1]) == []
-    assert [len(d) for d in lake.read_state(STATE).values()] == [2]  # the June file and its copy
+    assert read_whole(lake) == [2]  # the June file and its copy
     lake.state_file(STATE).write_text("{not json")  # only a cache: read as empty, written anew
     result = run(tmp_path, "focus", export)[1]
     assert failures(result) == [] and statuses(result) == {"unchanged", "skipped"}
-    assert [len(d) for d in lake.read_state(STATE).values()] == [2]
+    assert read_whole(lake) == [2]
     lake.forget("src")
     assert lake.read_state(STATE) == {}
+
+
+def test_a_single_file_is_not_read_for_copies(tmp_path):
+    export = export_of(tmp_path, "focus")
+    shutil.rmtree(export / "2024-06")
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and lake.read_state(STATE) == {}
 
 
 @pytest.mark.slow

@@ -50,6 +50,7 @@ class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.
     copies: dict[StrictStr, StrictStr] = {}  # the last ingest's copies skipped → what it read in their place
     stale_copies: dict[StrictStr, StrictStr] = {}  # … and those of a file changed since → that file
     rewritten: dict[StrictStr, StrictStr] = {}  # copies changed while their original did not (period held) → it
+    shared: dict[StrictStr, StrictStr] = {}  # files another source reads too → `<its file> (source <it>)`
 
 
 class FileEntry(Open):  # service/ingest/periods.py
@@ -61,7 +62,9 @@ class FileEntry(Open):  # service/ingest/periods.py
 class FileDigest(Open):  # service/ingest/copies.py
     version: StrictStr  # "" when the connector knows none: read each time
     size: StrictInt
-    sha256: StrictStr
+    sha256: StrictStr | None = None  # the content's (connectors.content); None: only its head read
+    head: StrictStr | None = None  # the digest of its first text
+    own: list[StrictStr] | None = None  # the Hive keys of its folders it holds as columns
     copy_of: StrictStr | None = None  # the file it was found a copy of
     of_manifest: StrictBool | None = None  # … which a manifest listed
 

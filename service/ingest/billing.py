@@ -28,7 +28,7 @@ from service.core.units import currency_text, exact_text
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
-from service.ingest import periods
+from service.ingest import periods, shared
 from service.ingest.freshness import record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 
@@ -112,6 +112,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             _publish(lake, result.outcomes)
             raise_if_stopped()
             _mark_told_copies(lake, result.outcomes)
+            result.warnings += shared.told(lake, [source.name for source in sources])
             if published:
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said

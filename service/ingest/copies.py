@@ -1,15 +1,18 @@
 """Which of a source's loose files are copies of another of its files, read once.
 
-A file holding the same bytes as another of the source (SHA-256; a period's folder copied
-beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name)
-is the same delivery: read once, the copy skipped with one line naming both, so no period sums
-it twice; under other Hive folder values (`SubAccountId=a`, `=b`) the same bytes are other rows.
+A file holding the same content as another of the source (the SHA-256 of connectors.content:
+gzipped or not, with a byte order mark or CRLF line ends or not; a period's folder copied beside
+the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name) is the
+same delivery: read once, the copy skipped with one line naming both, so no period sums it twice;
+under other values of a Hive folder the connector reads as a column the file lacks
+(`SubAccountId=a`, `=b`) the same content is other rows (`content`).
 The original is a file a manifest delivery lists, else one a ledger entry holds, else one never
 found a copy, else the earliest written (a copy is written after it), else, written at once
 (`cp -a` keeps the times), the one of the shortest path: copies are put in a folder more or
 under a longer name (`2024-05-restored`, `backup/2024-05`), and sort before it by path; then
-the first by path. Chosen once, when both are first found: the copy's record keeps it. Only
-files of equal size are read for a digest, and an unchanged file once (service.ingest.digests).
+the first by path. Chosen once, when both are first found: the copy's record keeps it. A
+source's only file is read for nothing; else each file's head once (its first text's digest),
+and only files of one head whole for their digest, an unchanged file once (service.ingest.digests).
 A bare file holding the bytes of a file a manifest lists is a copy of it too.
 
 A copy stays one while its bytes are those it had when found (`copy_of` in its digest): its
@@ -58,7 +61,7 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
          known: dict[str, dict], digest: Callable[[str], str]) -> Copies:
     """`listed`: the files manifest deliveries list; `held`: those ledger entries hold; `known`:
     the digests remembered last time; `digest`: a file's SHA-256, read."""
-    return _Survey(connector, loose, listed, held, Digests(connector, known, digest)).copies()
+    return _Survey(connector, loose, listed, held, Digests(connector, known, digest, connector.content_head)).copies()
 
 
 class _Survey:
@@ -77,9 +80,14 @@ class _Survey:
         return self.connector.listed_size(uri)
 
     def content(self, uri: str) -> tuple:
-        # a file's rows are its bytes and the Hive values its folders give the columns it lacks:
-        # the same bytes under SubAccountId=a and SubAccountId=b are two accounts' lines
-        return self.digests[uri]["sha256"], tuple(sorted((key.lower(), value) for key, value in hive_partitions(uri)))
+        # a file's rows are its content and the Hive values its folders give the columns it lacks
+        # and the connector reads: the same file under SubAccountId=a and SubAccountId=b is two
+        # accounts' lines, under BillingPeriod=2024-09 or beside a SubAccountId column it is one
+        hive = [(key.lower(), value) for key, value in hive_partitions(uri) if self.connector.hive_reaches(key)]
+        if hive:
+            own = set(self.cache.head(uri)[1])
+            hive = [(key, value) for key, value in hive if key not in own]
+        return self.digests[uri]["sha256"], tuple(sorted(hive))
 
     def copies(self) -> Copies:
         older = self.older()
@@ -113,17 +121,20 @@ class _Survey:
         return {uri: OLDER.format(copy=uri, original=was["copy_of"]) for uri, was in self.known.items()
                 if uri in self.files and was.get("copy_of") and not was.get("of_manifest")
                 and self.size(was["copy_of"]) is None and self.size(uri) == was["size"]
-                and (self.known.get(was["copy_of"]) or was)["sha256"] != was["sha256"]}
+                and (self.known.get(was["copy_of"]) or was).get("sha256") != was["sha256"]}
 
     def alike(self) -> list[str]:
-        """The loose files of a size another file of the source (loose or a manifest's) has too."""
-        by_size: dict[int, list[str]] = defaultdict(list)
-        for uri in dict.fromkeys([*self.listed, *self.files]):
-            size = self.size(uri)
-            if size is not None:
-                by_size[size].append(uri)
-        return [uri for uris in by_size.values() if len(uris) > 1 and any(u in self.files for u in uris)
-                for uri in uris]
+        """The loose files of a head another file of the source (loose or a manifest's) has too
+        (connectors.content: the digest of its first text, gzipped or not), and those files: one
+        file alone is not looked at."""
+        uris = [uri for uri in dict.fromkeys([*self.listed, *self.files]) if self.size(uri) is not None]
+        if len(uris) < 2 or not any(uri in self.files for uri in uris):
+            return []
+        by_head: dict[str, list[str]] = defaultdict(list)
+        for uri in uris:
+            by_head[self.cache.head(uri)[0]].append(uri)
+        return [uri for group in by_head.values() if len(group) > 1 and any(u in self.files for u in group)
+                for uri in group]
 
     def still_a_copy(self, was: dict) -> bool:
         return bool(was.get("of_manifest") or self.size(was["copy_of"]) is not None)
@@ -191,7 +202,9 @@ class _Survey:
             if original in self.by_manifest or (self.known.get(uri) or {}).get("of_manifest"):
                 self.digests[uri]["of_manifest"] = True
             if original in self.digests and self.content(original) == self.content(uri):
-                skipped.append(OtherDataset(uri, f"the same bytes as {original} (a copy: its rows are read once)",
+                same = "bytes" if self.digests[original]["sha256"] == self.digests[uri]["sha256"] \
+                    and self.size(original) == self.size(uri) else "content"
+                skipped.append(OtherDataset(uri, f"the same {same} as {original} (a copy: its rows are read once)",
                                             original))
             else:
                 why = STALE if self.size(original) is not None else GONE
@@ -217,7 +230,7 @@ def _followed(connector: CostConnector, files: dict, cache: Digests) -> dict[str
         record = known[old]
         for uri in sorted(files):
             if new(uri) and uri not in moved.values() and connector.listed_size(uri) == record["size"] \
-                    and hive_partitions(uri) == hive_partitions(old) and cache.sha256(uri) == record["sha256"]:
+                    and hive_partitions(uri) == hive_partitions(old) and cache.sha256(uri) == record.get("sha256"):
                 moved[old] = uri
                 break
     if not moved:

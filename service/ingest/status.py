@@ -13,6 +13,7 @@ from service.core.output import one_line
 from service.core.units import exact_text
 from service.ingest.copies import REWRITTEN_HINT
 from service.ingest.freshness import SourceFreshness
+from service.ingest.shared import HINT as SHARED_HINT
 
 # The columns `spendlake status` shows, in order (JSON carries the same keys).
 STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
@@ -117,6 +118,8 @@ def copies_skipped(lake: Lake) -> list[Note]:
         lines += _copies_line(source, record.get("rewritten"), "copied file(s) under its location changed since they "
                               "were found while the file each copied did not (their period not committed: the lake "
                               "keeps what it held, and reading both would count it twice)", "a copy of", REWRITTEN_HINT)
+        lines += _copies_line(source, record.get("shared"), "file(s) under its location another source reads too "
+                              "(their rows counted by both)", "the same as", SHARED_HINT)
     return lines
 
 
