@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from billing_helpers import failures
 from layout_exports import WRITERS, duckdb_sums, lake_sums
 
+from connectors import content
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.billing import ingest
@@ -116,3 +118,15 @@ def test_two_sources_holding_the_same_file_are_warned_of_at_each_ingest_and_in_s
     (tmp_path / "other" / "c.csv").unlink()
     (tmp_path / "other" / "d.csv").write_text(first.read_text().replace("20.280226728990", "1.5"))
     assert ingest(config).warnings == [] and copies_skipped(Lake(config.lake)) == []  # told while both hold it
+
+
+def test_content_reads_the_same_however_the_bytes_are_cut_or_gzipped(tmp_path):
+    text = b"a,b\n1,x\n2,y\n"
+    stored = codecs.BOM_UTF8 + text.replace(b"\n", b"\r\n")
+    for cut in range(1, len(stored)):  # a CRLF or the byte order mark cut between two reads
+        assert b"".join(content.normalised([stored[:cut], stored[cut:]], "c.csv")) == text
+    (tmp_path / "cat.csv.gz").write_bytes(gzip.compress(stored[:9]) + gzip.compress(stored[9:]))  # `cat a.gz b.gz`
+    (tmp_path / "bad.csv.gz").write_bytes(b"not a gzip")
+    assert content.digest(tmp_path / "cat.csv.gz", "cat.csv.gz") == hashlib.sha256(text).hexdigest()
+    assert content.digest(tmp_path / "bad.csv.gz", "bad.csv.gz") == hashlib.sha256(b"not a gzip").hexdigest()
+    assert content.head(stored, "c.csv")[1] == ["a", "b"]
