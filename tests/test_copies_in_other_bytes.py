@@ -111,7 +111,7 @@ def test_two_sources_holding_the_same_file_are_warned_of_at_each_ingest_and_in_s
     for _ in range(2):  # the second run reads nothing new and still says it
         result = ingest(config)
         assert failures(result) == [] and said in result.warnings and len(result.warnings) == 2, result.warnings
-    assert copies_skipped(Lake(config.lake))[0] == (
+    assert copies_skipped(Lake(config.lake))[0].text == (
         f"source foc: 1 file(s) under its location another source reads too (their rows counted by both): {first}, "
         f"the same as {tmp_path / 'other' / 'c.csv'} (source other); give each file one source (move it out of one "
         "location, or remove one of the sources)")

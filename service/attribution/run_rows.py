@@ -4,8 +4,7 @@
     runs(lake, config, query) -> RunsResult   (.rows: RunRow, .totals: RunTotal, .to_json())
 
 A run is the `run` dimension of allocation (service/attribution/allocation.py): a job record's
-`run_id` (its job id unless a label or column says), an EKS pod's run tag or workload. Per run
-and currency:
+`run_id` (its job id unless a label or column says), an EKS pod's run tag or workload. Per run and currency:
 - cost, team, project, experiment, job_type, cluster, user: from the same attribution as
   `attribute --by run` (cluster_usage: the jobs' parts, summed in one statement where that is exact:
   run_sums.py; values shared by its jobs, `several` where they differ, but cluster: every cluster
@@ -35,9 +34,8 @@ A run with job records in the window but no billed instance (its instances or no
 bill, its cluster has no pool) shows cost 0, no currency, and the values its jobs state
 (service/attribution/job_values.py: columns, labels and fields through the tag keys, rules, default).
 `by` groups the rows (team, project, experiment, job_type, cluster, user, state), the costliest
-group first, the costliest row first in each: `top` keeps the
-N costliest runs of each group and folds the rest into one `other` row; totals are per group and
-currency (all runs, with or without `top`).
+group first, the costliest row first in each: `top` keeps the N costliest runs of each group and
+folds the rest into one `other` row; totals are per group and currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
 and by state, the idle of its instances while it held them (service/attribution/run_story.py);
 without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note
