@@ -28,7 +28,9 @@ from moto import mock_aws
 from service.cli.main import cli
 from service.core.publish import STAGING_PREFIX
 from service.core.schema import EXTENSION_COLUMNS, MONEY as DECIMAL
-from service.export import ExportOptions, export_focus, files
+from service.core.coverage import data_end
+from service.core.timewindow import parse_window
+from service.export import ExportOptions, export_focus, export_window, files
 from service.export.focus import FOCUS_COLUMNS, TAXED
 
 SOURCES = {
@@ -623,3 +625,21 @@ def test_a_periods_lines_stream_through_the_export_read_once_and_never_held(samp
         assert not {"CTE", "CTE_SCAN"} & set(plan), plan
         assert plan.count("READ_PARQUET") == 1, plan
     assert_ties_out(lake_sums(samples[1]), export_sums(tmp_path / "out"))
+
+
+def test_relative_bounds_read_back_from_the_datas_end_as_attributes_do(samples, tmp_path):
+    """api47: export measured `--since 7d` / `--until 2d` from the wall clock (a lake whose bill
+    ended before last week exported nothing), where README says they take attribute's forms,
+    which measure them back from the data's end (parse_window)."""
+    config_file, lake = samples
+    end = data_end(lake)
+    window = parse_window("7d", "2d", end=end)
+    assert export_window("7d", "2d", end=end) == (window.since, window.until)
+    assert export_window("7d", None, end=end) == (parse_window("7d", end=end).since, None)
+    assert export_window(None, "2d", end=end) == (None, window.until)
+    out = spendlake(config_file, "--since", "7d", "--until", "2d", "--csv", "--out", str(tmp_path / "w"))
+    assert out.exit_code == 0 and "nothing to export" not in out.stderr, out.output
+    [(first, last)] = duckdb.sql(f"SELECT min(CAST(ChargePeriodStart AS TIMESTAMPTZ)), max(CAST(ChargePeriodStart AS "
+                             f"TIMESTAMPTZ)) FROM read_csv('{tmp_path}/w/*/cost_and_usage.csv', all_varchar=true)"
+                                 ).fetchall()
+    assert window.since <= first <= last < window.until

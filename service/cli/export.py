@@ -24,9 +24,12 @@ from service.cli.params import SingleValueCommand
 def export_command(obj, fmt: str, focus_version: str, since: str | None, until: str | None,
                    sources: tuple[str, ...], with_attribution: bool, out: str, csv: bool) -> None:
     """Write the lake as a FOCUS dataset: one folder per billing period, with FOCUS metadata."""
+    from service.core.coverage import data_end
+    from service.core.timewindow import fixed_end
     from service.export import ExportOptions, export_focus, export_window
 
-    start, end = export_window(since, until)
+    anchored = since or (until and not fixed_end(until))  # a span (or mtd) is read back from the data's end
+    start, end = export_window(since, until, end=data_end(obj.lake) if anchored else None)
     result = export_focus(obj.config, ExportOptions(out, focus_version, start, end, sources, with_attribution, csv))
     if not result.periods:
         click.echo(f"nothing to export: no cost lines in the window (the lake at {obj.config.lake})", err=True)

@@ -150,12 +150,8 @@ def parse_window(since: str, until: str | None = None, *, now: datetime | None =
     wall clock, the data's end lagging it, while `--since 7d` alone ends at the data's end);
     `--until now` is the wall clock."""
     now = now or utc_now()
-    stop = (parse_instant(until, now=now if fixed_end(until) else (end or now), option=naming("until"))
-            if until else (end or now))
-    if since.strip().lower() == MONTH_TO_DATE:
-        start = month_start(stop)
-    else:
-        start = parse_instant(since, now=stop if RELATIVE_RE.match(since) else now, option=naming("since"))
+    stop = until_instant(until, now=now, end=end, naming=naming) if until else (end or now)
+    start = since_instant(since, stop, now=now, naming=naming)
     if start >= stop:
         if not until and end is not None:  # the window ends at the data's end: only an earlier start helps
             why, hint = f"the data runs through {iso_utc(stop)}", f"give a {naming('since')} before it"
@@ -164,6 +160,22 @@ def parse_window(since: str, until: str | None = None, *, now: datetime | None =
                 f" or a later {naming('until')}" if until else "")
         raise UsageError(f"the window is empty: {why}", where=naming("since"), hint=f"{hint}; {EXAMPLES}")
     return Window(start, stop)
+
+
+def until_instant(until: str, *, now: datetime, end: datetime | None,
+                  naming: Callable[[str], str] = lambda name: f"--{name}") -> datetime:
+    """A typed `until` (parse_window's): an instant or `now` as typed, a span back from the data's
+    `end` (from `now` when the lake holds no data)."""
+    return parse_instant(until, now=now if fixed_end(until) else (end or now), option=naming("until"))
+
+
+def since_instant(since: str, stop: datetime, *, now: datetime,
+                  naming: Callable[[str], str] = lambda name: f"--{name}") -> datetime:
+    """A typed `since` (parse_window's) of a window ending at `stop`: `mtd` or a span back from
+    `stop`, else an instant as typed."""
+    if since.strip().lower() == MONTH_TO_DATE:
+        return month_start(stop)
+    return parse_instant(since, now=stop if RELATIVE_RE.match(since) else now, option=naming("since"))
 
 
 def fixed_end(until: str | None) -> bool:

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from service.core.timewindow import parse_instant, parse_window, utc_now
+from service.core.timewindow import parse_window, since_instant, until_instant, utc_now
 from service.export.dataset import ExportedPeriod, ExportOptions, ExportResult, export_focus
 
 __all__ = ["ExportOptions", "ExportResult", "ExportedPeriod", "export_focus", "export_window"]
 
 
-def export_window(since: str | None, until: str | None, *,
-                  now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
-    """(since, until) from what was typed; a bound not given is open (None)."""
-    if since:
-        window = parse_window(since, until, now=now)
-        return window.since, (window.until if until else None)
-    return None, (parse_instant(until, now=now or utc_now(), option="--until") if until else None)
+def export_window(since: str | None, until: str | None, *, now: datetime | None = None,
+                  end: datetime | None = None) -> tuple[datetime | None, datetime | None]:
+    """(since, until) from what was typed, read as `attribute` reads them (parse_window): a span
+    measured back from the window's end, which is the data's `end` when `until` is none or a span
+    itself; a bound not given is open (None), so `--since 7d` alone is the data's last 7 days on."""
+    now = now or utc_now()
+    if since and until:
+        window = parse_window(since, until, now=now, end=end)
+        return window.since, window.until
+    stop = until_instant(until, now=now, end=end) if until else None
+    return (since_instant(since, end or now, now=now) if since else None), stop
