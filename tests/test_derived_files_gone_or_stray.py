@@ -13,13 +13,16 @@ import shutil
 from datetime import datetime, timedelta, timezone
 
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from service.attribution.placed import PLACED_TABLE
 from service.attribution.rollup_build import build_rollups
 from service.attribution.tops import TOPS_TABLE, build_tops, tops_folder
 from service.cli.main import cli
 from service.core import commit, derived_records, derived_sweep
+from service.core.config import load_config
 from service.core.lake import Lake
+from service.serve.app import Api
 from service.serve.families import integrity_families
 from tests.test_inventory_integrity import flip
 from tests.test_lake_derived_files import unseen_by_its_stat
@@ -251,3 +254,18 @@ def test_the_tops_build_forgets_the_record_of_a_tops_file_deleted_by_hand(tmp_pa
     assert code == 3 and [r["check"] for r in rows if r["table"] == TOPS_TABLE] == ["ok", "lost"]  # main: 0, unsaid
     built_tops(lake, cfg, datetime.now(timezone.utc))
     assert not derived_records.record_file(lake.root, other).exists() and verify(path)[0] == 0
+
+
+def test_the_api_status_carries_the_derived_line_as_the_cli_json_does(tmp_path):
+    """api47: `/api/v1/status` said nothing of a lost placed file, while `status --format json`
+    carries it as a note row; it adds `lake_notes`, those rows' source, note_kind and note."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed_file(lake).unlink()
+    [line] = derived_line(path)
+    result = CliRunner().invoke(cli, ["--config", path, "status", "--format", "json"])
+    cli_notes = [{key: r[key] for key in ("source", "note_kind", "note")} for r in json.loads(result.stdout)
+                 if r["note_kind"] is not None]
+    body = json.loads(Api(load_config(path), CollectorRegistry()).handle("/api/v1/status", {}, None).body)
+    assert body["lake_notes"] == cli_notes and [f"derived: {n['note']}" for n in body["lake_notes"]] == [line]
+    assert {"now", "sources", "jobs", "periods", "notes"} <= set(body)  # its keys as before

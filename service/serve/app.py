@@ -35,7 +35,7 @@ from service.ingest.freshness import source_freshness
 from service.core.lake_damage import unnamed_damage
 from service.serve.http import Response, error_response, json_response
 from service.serve.reports import PAGE_PARAMS, Reports, page_params
-from service.ingest.status import status as lake_status
+from service.ingest.status import lake_notes, status as lake_status
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,8 @@ class Api:
             "jobs": self.lake.read_state("jobs"),
             "periods": lake_status(self.lake),
             "notes": stamped_ahead(self.lake.ledger(), now),  # `spendlake status`'s `ahead:` lines
+            # its `copies:` and `derived:` lines, as its JSON's note rows: source, note_kind, note
+            "lake_notes": [note.row(()) for note in lake_notes(self.lake)],
         })
 
 
