@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from service.attribution import RunsQuery, runs
 from service.cli.main import cli
-from service.core.config import parse_config
+from service.core.config import load_config, parse_config
 from service.core.errors import UsageError
 from service.core.timewindow import parse_window
 from service.report.sections.clusters import NO_IDLE_SHARE, top_runs
@@ -300,6 +300,12 @@ def test_a_window_past_the_bill_says_where_the_bill_ends_and_prices_no_gpu_hour(
     [r3] = [line for line in lines if " r3 " in line]
     cells = dict(zip((c.strip() for c in re.split("[┃│]", header)), (c.strip() for c in r3.split("│"))))
     assert (cells["cost"], cells["currency"], cells["$/GPU-h"]) == ("0.00", "", "")
+    # api47: /api/v1/runs, with no stderr, said nothing; it gives the sentence in `notes` (as attribute's API)
+    answer = json.loads(api_for(load_config(path)).handle("/api/v1/runs", parse_qs("since=2026-11-03&until=2026-11-04"),
+                                                           None).body)
+    assert answer == {**data, "notes": [note.removeprefix("note: ").rstrip("\n")]}
+    within = api_for(load_config(path)).handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-02T11:00"), None)
+    assert "notes" not in json.loads(within.body)  # a window the bill covers: no note
 
 
 def test_a_lake_without_a_bill_shows_the_runs_of_its_job_records(tmp_path):

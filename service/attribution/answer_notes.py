@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 from service.attribution.api import attribute_query
 from service.attribution.compute import period_span
@@ -22,6 +23,9 @@ from service.core.config_attribution import AttributionConfig
 from service.core.coverage import billing_periods, periods_text
 from service.core.lake import Lake
 from service.core.timewindow import Window, minute_text, month_text
+
+if TYPE_CHECKING:
+    from service.attribution.run_rows import RunsResult
 
 
 def with_notes(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, result: AttributionResult,
@@ -130,3 +134,13 @@ def outside_the_data(lake: Lake, window: Window, what: str = "the window") -> st
     """Why a window holds nothing: the billing periods the lake holds, so that a window before
     the first bill or in a month without one is not read as zero spend."""
     return f"no cost in {what} {window.shown()}; the lake holds the billing periods {periods_text(billing_periods(lake))}"
+
+
+def runs_past_the_data(result: RunsResult) -> str | None:
+    """The note of a list of runs whose window reaches past the bill's end (`spendlake runs` says
+    it on stderr beside CSV and JSON, its table in the coverage line, `/api/v1/runs` in `notes`):
+    a run's hours after the bill's end have no cost yet, not none. None for one run's story."""
+    if result.story is not None or not result.rows or not result.unreached:
+        return None
+    return (f"{result.unreached} (data through {minute_text(result.data_through)} UTC): "
+            "a run's hours after it have no cost yet")

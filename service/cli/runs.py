@@ -13,7 +13,7 @@ from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
 from service.core.coverage import billing_periods, months_touched
 from service.core.output import one_line
-from service.core.timewindow import fixed_end, minute_text
+from service.core.timewindow import fixed_end
 from service.core.units import currency_text, money_text
 from service.report.sections.clusters import WHY_NO_IDLE_SHARE
 
@@ -99,7 +99,7 @@ def _why_no_run(result) -> str:
 @click.pass_obj
 def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
-    from service.attribution import RunsQuery, outside_the_data, runs
+    from service.attribution import RunsQuery, outside_the_data, runs, runs_past_the_data
     from service.core.coverage import data_end
 
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
@@ -124,10 +124,8 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     elif not result.lake_empty and not months_touched(result.window.since, result.window.until) & set(
             billing_periods(obj.lake)):  # runs with jobs and no cost: the bill does not reach the window
         click.echo(f"note: {outside_the_data(obj.lake, result.window)}", err=True)
-    elif fmt != "table" and result.rows and result.unreached:
-        # the table says it in its coverage line; a run's hours past the bill have no cost yet, not none
-        click.echo(f"note: {result.unreached} (data through {minute_text(result.data_through)} UTC): "
-                   "a run's hours after it have no cost yet", err=True)
+    elif fmt != "table" and (note := runs_past_the_data(result)):  # the table says it in its coverage line
+        click.echo(f"note: {note}", err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)
