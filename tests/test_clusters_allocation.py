@@ -117,6 +117,18 @@ def test_mig_slices_count_as_their_fraction_of_a_gpu(tmp_path):
     assert_ties_out(lake, cfg)
 
 
+def test_two_lines_of_one_instance_in_one_hour_with_other_ends_are_split_each_over_its_own_span(tmp_path):
+    # i-a bills $40 for 10:00-10:30 and $80 for 10:00-11:00 (two slots that differ only in their
+    # end); the job holds all 8 GPUs 10:00-10:30: the first line whole ($40), half the second
+    # (8·30 / (8·60) → $40), the other half idle ($40). A slot keyed without its end would join
+    # each line to both slots' weights.
+    lines = [gpu_line("i-a", "40", end="2026-11-02T10:30:00"), gpu_line("i-a", "80", end="2026-11-02T11:00:00")]
+    jobs = [job("a", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"])]
+    lake, cfg = setup(tmp_path, lines, jobs)
+    assert by(lake, cfg, ["run"]) == {"a": D(80), "idle": D(40)}
+    assert_ties_out(lake, cfg)
+
+
 def test_a_daily_line_is_spread_over_its_hours_and_windows_cut_the_parts(tmp_path):
     # $1,920 for a day = $80 an hour; the job holds all 8 GPUs from 10:00 to 12:00: $160, idle
     # $1,760. The window 10:00-10:30 holds half of the job's first hour: $40.
