@@ -112,7 +112,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             _publish(lake, result.outcomes)
             raise_if_stopped()
             _mark_told_copies(lake, result.outcomes)
-            result.warnings += shared.told(lake, [source.name for source in sources])
+            result.warnings += shared.told(lake, [source.name for source in sources], {s.name for s in config.sources})
             if published:
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said

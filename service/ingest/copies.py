@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from connectors.base import CostConnector, Delivery, OtherDataset
 from connectors.exportfile import hive_partitions
+from service.core.errors import SourceError
 from service.ingest.digests import Digests
 
 # What to do about a copy rewritten beside its unchanged original (ingest fails its period; status names it).
@@ -132,7 +133,10 @@ class _Survey:
             return []
         by_head: dict[str, list[str]] = defaultdict(list)
         for uri in uris:
-            by_head[self.cache.head(uri)[0]].append(uri)
+            try:
+                by_head[self.cache.head(uri)[0]].append(uri)
+            except SourceError:  # gone or unreadable since it was listed: its own read names it, in its period
+                continue
         return [uri for group in by_head.values() if len(group) > 1 and any(u in self.files for u in group)
                 for uri in group]
 

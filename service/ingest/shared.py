@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from connectors import content
@@ -23,11 +23,14 @@ HINT = "give each file one source (move it out of one location, or remove one of
 DIGESTS = "file_digests"  # service.ingest.periods.DIGESTS: the copy check's records
 
 
-def told(lake: Lake, sources: Sequence[str]) -> list[str]:
-    """The warnings of `sources`' files another source holds too, each remembered for `status`."""
+def told(lake: Lake, sources: Sequence[str], declared: Collection[str]) -> list[str]:
+    """The warnings of `sources`' files another `declared` source holds too, each remembered for
+    `status` (a source the config no longer declares counts nowhere: a renamed one's files are not
+    another's)."""
     files: dict[str, set[str]] = defaultdict(set)
     for entry in lake.ledger():
-        files[entry.source].update(entry.files)
+        if entry.source in declared:
+            files[entry.source].update(entry.files)
     try:
         known = {uri: r for records in lake.read_state(DIGESTS).values() for uri, r in records.items()}
     except DataError:  # only a cache (service.ingest.periods._cache): the files are read
