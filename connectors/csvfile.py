@@ -25,7 +25,8 @@ from typing import IO
 
 import duckdb
 
-from service.core.errors import DataError, SpendlakeError, header_again, resource_error
+from service.core.errors import (DataError, SpendlakeError, header_again, resource_error, spreadsheet_hint,
+                                 spreadsheet_time)
 
 TEXT = "VARCHAR"
 SAMPLE_BYTES = 4 << 20  # checked to be UTF-8 (DuckDB's sniffer sampled 20,480 rows)
@@ -179,8 +180,9 @@ def with_the_time_refused(error: SpendlakeError, files: Mapping[str, str]) -> Sp
         held = _line_holding(Path(path), value) if path.lower().endswith((".csv", ".csv.gz")) else None
         if held is not None:
             line, column = held
-            hint = header_again(line) if value.strip().lower() == column.strip().lower() else \
-                "fix that value or re-export the file"
+            hint = (header_again(line) if value.strip().lower() == column.strip().lower() else
+                    spreadsheet_hint(value.strip()) if spreadsheet_time(value) else
+                    "fix that value or re-export the file")
             return type(error)(f"{error.message[:found.start()]}line {line}, column {column}: not a date/time: {value}",
                                where=name, hint=hint)
     return None
