@@ -261,3 +261,20 @@ def test_the_demo_organisation_holds_a_partly_unused_savings_plan_and_capacity_r
     assert capacity.resource_id == org.capacity_reservation_arn
     assert Decimal(capacity.evidence["unused_usd"]) == 48 * Decimal(INSTANCES["p5.48xlarge"][0])
     assert capacity.evidence["used_hours"] == capacity.evidence["unused_hours"] == "48"
+
+
+def test_the_command_and_the_api_take_one_default_window(config_file, monkeypatch):
+    """`30d` was written twice, as the option's default and in /api/v1/commitments' handler: both
+    are COMMITMENTS_SINCE, which commitments_asked reads when no `since` is given."""
+    from service.attribution import COMMITMENTS_SINCE
+    from service.cli.commitments import commitments_command
+    from service.core.config import load_config
+    from tests.test_service_http import api_for
+
+    [since] = [option for option in commitments_command.params if option.name == "since"]
+    assert since.default == COMMITMENTS_SINCE
+    api = api_for(load_config(config_file))
+    shown = json.loads(spendlake(config_file, "commitments", "--format", "json").output)
+    assert json.loads(api.handle("/api/v1/commitments", {}, None).body) == shown
+    monkeypatch.setattr("service.attribution.commitment_usage.COMMITMENTS_SINCE", "1h")  # the data ends 2026-11-07 04:00
+    assert json.loads(api.handle("/api/v1/commitments", {}, None).body)["since"] == "2026-11-07T03:00:00Z"

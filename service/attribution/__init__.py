@@ -18,8 +18,9 @@ its modules (tests/test_layout.py):
 - `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `TOPS_FORMAT`, `metrics_anchor`, `Top`: what a
   `/metrics` scrape shows of spend, shared clusters and commitments, stored per lake state by the writers of the lake
   (service/attribution/tops.py), read by the scrape;
-- `commitments`, `CommitmentsResult`, `Commitment`: used, unused, coverage and expiry of each
-  Savings Plan, reservation and committed use discount in a window (commitment_usage.py);
+- `commitments`, `commitments_asked`, `CommitmentsResult`, `Commitment`: used, unused, coverage and expiry of
+  each Savings Plan, reservation and committed use discount in a window (commitment_usage.py), by default
+  the last `COMMITMENTS_SINCE` of the data;
 - `attribute_resources`: each dimension's value on a resource's latest cost line (owners);
 - `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
@@ -69,7 +70,8 @@ _MODULES = {
     "rollup_told": ("told_by",),
     "run_rows": ("OTHER", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
-    "commitment_usage": ("Commitment", "CommitmentsResult", "commitments", "commitments_asked"),
+    "commitment_usage": ("COMMITMENTS_SINCE", "Commitment", "CommitmentsResult", "commitments",
+                         "commitments_asked"),
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("TOPS_FORMAT", "ScrapeTops", "build_tops", "read_tops", "tops_owner"),
     "jobs": ("newly_ended", "newly_unasked"),

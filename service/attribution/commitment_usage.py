@@ -45,6 +45,7 @@ from service.core.timewindow import Window, data_anchored, iso_utc, share_in_win
 from service.core.units import naive_utc
 
 HUNDRED = Decimal(100)
+COMMITMENTS_SINCE = "30d"  # the window's start when `commitments --since` or the API's `since` is not given
 
 LINES_SQL = """
 SELECT CommitmentDiscountId, CommitmentDiscountStatus, BillingCurrency, ServiceName, RegionId,
@@ -133,11 +134,12 @@ class CommitmentsResult:
                 "rows": [row.to_json(self.by) for row in self.rows], "totals": list(self.totals)}
 
 
-def commitments_asked(lake: Lake, config: Config, since: str, until: str | None = None, by: str = "", *,
-                      now: datetime | None = None, naming: Callable[[str], str] = cli_option) -> CommitmentsResult:
+def commitments_asked(lake: Lake, config: Config, since: str | None = None, until: str | None = None, by: str = "",
+                      *, now: datetime | None = None, naming: Callable[[str], str] = cli_option) -> CommitmentsResult:
     """`spendlake commitments` and `/api/v1/commitments`: the commitments of the window typed
-    (`since`, `until`: by default the data's end) with their owners in the dimensions of `by`
-    (comma-separated); a bad value names its option as `naming` spells it."""
+    (`since`: by default COMMITMENTS_SINCE; `until`: by default the data's end) with their owners
+    in the dimensions of `by` (comma-separated); a bad value names its option as `naming` spells it."""
+    since = since or COMMITMENTS_SINCE
     dims = listed_once(by.split(","), naming("by"))
     return commitments(lake, config, anchored_window(lake, since, until, now=now, naming=naming), by=dims,
                        anchored=data_anchored(since, until, now=now, naming=naming), naming=naming)

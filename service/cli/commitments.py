@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import click
 
+from service.attribution import COMMITMENTS_SINCE
 from service.cli.output import default_format, emit, format_option, wrapped_id
 from service.cli.params import SingleValueCommand, given_once
 from service.core.output import to_json
@@ -20,7 +21,7 @@ def _pct(value: Decimal | None) -> str:
 
 
 @click.command("commitments", cls=SingleValueCommand)
-@click.option("--since", default="30d", show_default=True,
+@click.option("--since", default=COMMITMENTS_SINCE, show_default=True,
               help="Start of the window: 30d, 7d, 2026-11-01 or an ISO time (UTC).")
 @click.option("--until", help="End of the window (default: the end of the data; 3d: 3 days before it).")
 @click.option("--by", "by", multiple=True, default=[""], callback=given_once,

@@ -265,10 +265,11 @@ class Api:
         return json_response(200, budgets_as_of(self.lake, self.config, self.clock()).to_json())
 
     def commitments(self, query: Query) -> Response:
-        """The engine and JSON contract of `spendlake commitments --format json` (`since` 30d as its default)."""
+        """The engine and JSON contract of `spendlake commitments --format json` (without `since`, its
+        default window: COMMITMENTS_SINCE)."""
         from service.attribution import api_parameter, commitments_asked
 
-        return json_response(200, commitments_asked(self.lake, self.config, one(query, "since") or "30d",
+        return json_response(200, commitments_asked(self.lake, self.config, one(query, "since"),
                                                     one(query, "until"), one(query, "by") or "", now=self.clock(),
                                                     naming=api_parameter).to_json())
 
