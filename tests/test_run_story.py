@@ -342,6 +342,27 @@ def test_a_run_before_the_first_bill_says_no_bill_covers_it_and_one_past_the_end
     assert late.exit_code == 0 and "no cost yet: they started after the bill's end" in late.stderr, late.output
 
 
+def test_the_api_says_of_runs_in_months_no_bill_reaches_what_the_cli_says_on_stderr(tmp_path):
+    """/api/v1/runs gave the runs of a window before the first bill, or after its end, at $0 with no
+    word (the CLI says on stderr that no bill reaches the window); it gives that sentence in `notes`."""
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1"),
+            job("9", 8, "2026-12-05T10:00:00", "2026-12-05T12:00:00", instance_ids=["i-a"], run_id="r9"),
+            job("10", 8, "2026-10-05T10:00:00", "2026-10-05T12:00:00", instance_ids=["i-a"], run_id="r10")]
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
+    path = written_config(tmp_path, lake)
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    for since, until, run in (("2026-10-05", "2026-10-06", "r10"), ("2026-12-05", "2026-12-06", "r9")):
+        shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", since, "--until", until,
+                                         "--format", "json"])
+        assert shown.exit_code == 0, shown.output
+        answer = json.loads(api.handle("/api/v1/runs", parse_qs(f"since={since}&until={until}"), None).body)
+        assert [(r["run"], r["cost"]) for r in answer["rows"]] == [(run, "0")]
+        assert answer == {**json.loads(shown.stdout), "notes": [
+            f"no cost in the window {since} 00:00 → {until} 00:00 UTC; the lake holds the billing periods 2026-11 to "
+            "2026-11"]}
+        assert shown.stderr == f"note: {answer['notes'][0]}\n"
+
+
 def test_a_run_whose_hours_in_the_window_are_outside_the_bills_data_says_so_not_blaming_the_node_tag(tmp_path):
     """The bill holds i-a's 2026-11-02 10:00-11:00 hour. Job 11 ran before it that morning (its
     month is billed: no node tag or pool is to blame), job 12 from 10:30 for days: in a window after

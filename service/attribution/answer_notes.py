@@ -3,7 +3,8 @@ the window carries (together), periods `granularity` cuts, days of the window be
 first bill, a `compare` window without cost, a cost some deliveries lack, a comma-separated `where`
 value that matches nothing, job rules no job meets, over-booked hours. Computed here once;
 `spendlake attribute` prints them (stderr, the table's coverage line) and its JSON and
-`/api/v1/attribute` carry them in `notes` (result.py)."""
+`/api/v1/attribute` carry them in `notes` (result.py). Of a list of runs: a window no bill
+reaches, or one reaching past the bill's end (`spendlake runs` on stderr, `/api/v1/runs` in `notes`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from service.attribution.query import AttributionQuery, Naming, cli_option
 from service.attribution.result import AttributionResult
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
-from service.core.coverage import billing_periods, periods_text
+from service.core.coverage import billing_periods, months_touched, periods_text
 from service.core.lake import Lake
 from service.core.timewindow import Window, minute_text, month_text
 
@@ -134,6 +135,17 @@ def outside_the_data(lake: Lake, window: Window, what: str = "the window") -> st
     """Why a window holds nothing: the billing periods the lake holds, so that a window before
     the first bill or in a month without one is not read as zero spend."""
     return f"no cost in {what} {window.shown()}; the lake holds the billing periods {periods_text(billing_periods(lake))}"
+
+
+def runs_outside_the_data(lake: Lake, result: RunsResult) -> str | None:
+    """The note of a list of runs with jobs in a window no bill reaches, before the first bill or
+    after its end (`spendlake runs` says it on stderr whatever the format, `/api/v1/runs` in
+    `notes`): their cost 0 is no bill, not no spend. None for one run's story (its own notes say
+    it), for no run (the CLI says why of job records) and for a lake without a bill."""
+    if result.story is not None or not result.rows or result.lake_empty or months_touched(
+            result.window.since, result.window.until) & set(billing_periods(lake)):
+        return None
+    return outside_the_data(lake, result.window)
 
 
 def runs_past_the_data(result: RunsResult) -> str | None:

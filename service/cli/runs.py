@@ -11,7 +11,6 @@ from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
-from service.core.coverage import billing_periods, months_touched
 from service.core.output import one_line
 from service.core.timewindow import fixed_end
 from service.core.units import currency_text, money_text
@@ -99,7 +98,7 @@ def _why_no_run(result) -> str:
 @click.pass_obj
 def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
-    from service.attribution import RunsQuery, outside_the_data, runs, runs_past_the_data
+    from service.attribution import RunsQuery, runs, runs_outside_the_data, runs_past_the_data
     from service.core.coverage import data_end
 
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
@@ -121,9 +120,8 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
             click.echo(one_line(("warning: " if note.startswith("no run ") else "note: ") + note), err=True)
     elif not result.rows and not result.lake_empty:
         click.echo(one_line(_why_no_run(result)), err=True)  # it names states and clusters from job records
-    elif not result.lake_empty and not months_touched(result.window.since, result.window.until) & set(
-            billing_periods(obj.lake)):  # runs with jobs and no cost: the bill does not reach the window
-        click.echo(f"note: {outside_the_data(obj.lake, result.window)}", err=True)
+    elif note := runs_outside_the_data(obj.lake, result):  # runs with jobs and no cost: no bill reaches the window
+        click.echo(f"note: {note}", err=True)
     elif fmt != "table" and (note := runs_past_the_data(result)):  # the table says it in its coverage line
         click.echo(f"note: {note}", err=True)
     if result.overbooked:

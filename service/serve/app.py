@@ -221,13 +221,14 @@ class Api:
 
     def runs(self, query: Query) -> Response:
         """The engine and JSON contract of `spendlake runs --format json`."""
-        from service.attribution import RunsQuery, api_parameter, runs, runs_past_the_data
+        from service.attribution import RunsQuery, api_parameter, runs, runs_outside_the_data, runs_past_the_data
 
         parsed = RunsQuery.parse(since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
                                  state=one(query, "state"), top=one(query, "top"), cost=one(query, "cost"),
                                  run=one(query, "run"), now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = runs(self.lake, self.config, parsed)
-        note = runs_past_the_data(result)  # the CLI's stderr note; a story's own `notes` are its
+        # the CLI's stderr note; a story's own `notes` are its
+        note = runs_outside_the_data(self.lake, result) or runs_past_the_data(result)
         return json_response(200, result.to_json() | ({"notes": [note]} if note else {}))
 
     def findings(self, query: Query) -> Response:
