@@ -166,6 +166,12 @@ def with_its_line(error: SpendlakeError, uri: str, path: Path) -> SpendlakeError
     return type(error)(error.message.replace(said, f"line {line}, {said}", 1), where=error.where, hint=hint)
 
 
+def with_a_line(error: SpendlakeError, files: Mapping[str, Path]) -> SpendlakeError | None:
+    """`error` naming the line of the value it says the SQL refused (with_its_line), in the first
+    of `files` (URI → local copy) holding it; None when none does."""
+    return next((located for uri, path in files.items() if (located := with_its_line(error, uri, path))), None)
+
+
 def with_the_time_refused(error: SpendlakeError, files: Mapping[str, str]) -> SpendlakeError | None:
     """`error`, DuckDB's refusal of a text as a time (`invalid timestamp field format: "V"`, or out of range,
     naming no file, line or column: an AWS export's times are cast as they are), naming the

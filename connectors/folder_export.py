@@ -21,7 +21,7 @@ import duckdb
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import local_csv, with_its_line
+from connectors.csvfile import local_csv, with_a_line
 from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun, hive_partitions, parquet_periods
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
@@ -88,11 +88,7 @@ class FolderExport(StoredExport, ABC):
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A value the SQL refused in a CSV file (a time, an id, JSON tags: read as text, it has no
         line) with the line its record begins on (connectors.csvfile.with_its_line)."""
-        for uri, path in self.local.items():
-            located = with_its_line(error, uri, path)
-            if located is not None:
-                return located
-        return super().locate(error, con)
+        return with_a_line(error, self.local) or super().locate(error, con)
 
     def _file_part(self, con: duckdb.DuckDBPyConnection, uri: str) -> duckdb.DuckDBPyRelation:
         select = self.select(con, self.local[uri], uri)

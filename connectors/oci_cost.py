@@ -61,11 +61,12 @@ from pathlib import Path, PurePosixPath
 import duckdb
 
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import local_csv
+from connectors.csvfile import local_csv, with_a_line
 from connectors.exportfile import (Table, decimal, ident, money, open_table, rounded_away, sql_string, text,
                                    timestamp)
 from connectors.storage import StoredObject, fingerprint, suffix_of
-from service.core.errors import SourceError, duckdb_error
+from service.core.config import SourceConfig
+from service.core.errors import SourceError, SpendlakeError, duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
 from service.core.hidden_columns import rounding_select
 
@@ -86,6 +87,10 @@ class OciCostConnector(StoredExport):
     reader_version = 1  # 1: a free line without a currency takes the delivery's one currency
     final_when = "never"  # a cost report carries no invoice id
 
+    def __init__(self, config: SourceConfig) -> None:
+        super().__init__(config)
+        self._local: dict[str, Path] = {}  # the last delivery read's files: URI → local copy
+
     def deliveries(self) -> Iterator[Delivery]:
         files = cost_report_files(self.storage.list())
         if not files:
@@ -97,10 +102,10 @@ class OciCostConnector(StoredExport):
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
              scratch: Path) -> list[duckdb.DuckDBPyRelation]:
-        tables = []
+        tables, self._local = [], {}
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            path = local_csv(self.storage.local_copy(obj, scratch), scratch, uri)
+            path = self._local[uri] = local_csv(self.storage.local_copy(obj, scratch), scratch, uri)
             table = open_table(con, path, uri, money=(COST,))
             table.require(START, COST, CURRENCY, kind=self.kind)
             tables.append((table, _header(path)))
@@ -119,11 +124,15 @@ class OciCostConnector(StoredExport):
                 sql, params = select(table, header, superseded, since, currency)
                 parts.append(con.sql(sql, params=params))
             except duckdb.Error as exc:
-                raise duckdb_error(exc, "cannot read the cost report", where=table.uri) from None
+                raise self.locate(duckdb_error(exc, "cannot read the cost report", where=table.uri), con) from None
         return parts
 
-    @staticmethod
-    def _scan(con: duckdb.DuckDBPyConnection, table: Table, superseded: str) -> tuple[datetime | None, set[str]]:
+    def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
+        """A value the SQL refused (a time, a number: read as text, it has no line) with the line
+        its record begins on (connectors.csvfile.with_its_line)."""
+        return with_a_line(error, self._local) or super().locate(error, con)
+
+    def _scan(self, con: duckdb.DuckDBPyConnection, table: Table, superseded: str) -> tuple[datetime | None, set[str]]:
         """Record the lines this file's corrections replace; return its newest interval start
         and the currencies its lines name."""
         back = table.col(*BACK_REFERENCE)
@@ -136,7 +145,7 @@ class OciCostConnector(StoredExport):
                 f"SELECT max({timestamp(table, START)}), list(DISTINCT {text(table, CURRENCY)}) FROM {table.source}"
             ).fetchall()
         except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the cost report", where=table.uri) from None
+            raise self.locate(duckdb_error(exc, "cannot read the cost report", where=table.uri), con) from None
         return newest, {c for c in currencies or () if c is not None}
 
 

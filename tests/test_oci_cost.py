@@ -145,6 +145,26 @@ def test_a_location_without_cost_reports_exits_3_naming_it(tmp_path):
     assert f"no OCI cost report files (reports/cost-csv/*.csv.gz) under {tmp_path / 'bucket'}" in result.output
 
 
+@pytest.mark.parametrize("column, value, said", [
+    ("lineItem/intervalUsageStart", "2026-05-32T01:00Z", "cannot read the cost report: line 4, column "
+     "lineItem/intervalUsageStart: not a date/time: 2026-05-32T01:00Z"),  # read in the report's first scan
+    ("cost/unitPrice", "ten", "line 4, column cost/unitPrice: not a number: ten")])  # in the lines' read
+def test_a_value_the_sql_refuses_names_its_line(tmp_path, column, value, said):
+    """oci-cost named the file and column of a bad time or number, no line, where the other
+    connectors say `line N, column C` (small47): the line its record begins on."""
+    bucket = tmp_path / "bucket"
+    shutil.copytree(OCI, bucket)
+    report = bucket / "reports" / "cost-csv" / "0001000000987652-00001.csv.gz"
+    lines = gzip.decompress(report.read_bytes()).decode().splitlines(keepends=True)
+    index = lines[0].rstrip("\r\n").split(",").index(column)
+    fields = lines[3].split(",")
+    fields[index] = value
+    report.write_bytes(gzip.compress("".join([*lines[:3], ",".join(fields), *lines[4:]]).encode()))
+    _, result = ingest_files(tmp_path, ("oci", "oci-cost", bucket))
+    [message] = failures(result)
+    assert f"{report}: {said}" in message and message.endswith(value), message
+
+
 def test_free_lines_without_a_currency_take_the_tenancys(tmp_path):
     """koku's real-shaped GBP report (tests/data/oci README): Oracle leaves cost/currencyCode
     blank on free Object Storage lines; they are the tenancy's GBP lines, not a bill of
