@@ -25,7 +25,7 @@ from typing import IO
 
 import duckdb
 
-from service.core.errors import (DataError, SpendlakeError, header_again, resource_error, spreadsheet_hint,
+from service.core.errors import (CUT, DataError, SpendlakeError, header_again, resource_error, spreadsheet_hint,
                                  spreadsheet_time)
 
 TEXT = "VARCHAR"
@@ -40,7 +40,9 @@ RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provide
 RESAVED_ID = r"[0-9]\.[0-9]+E\+[0-9]+"
 RESAVED_ID_PROBLEM = ("a number in scientific notation, as a spreadsheet rewrites a long id "
                       "(re-export from the provider, not through a spreadsheet)")
-TIME_REFUSED = re.compile(r'(?:invalid timestamp field format|timestamp field value out of range): "(.*?)"')  # DuckDB's
+# DuckDB's; a value the message cut short (errors.MAX_REASON) has no closing quote
+TIME_REFUSED = re.compile(r'(?:invalid timestamp field format|timestamp field value out of range): "(.*?)(?:"|(?<=…)$)')
+SHOWN_LINES = 5  # of the lines holding a value cut short
 EXCEL_SEPARATOR = re.compile(r"sep=.", re.IGNORECASE)  # Excel's first line, `sep=,`: which separator follows
 
 
@@ -152,18 +154,18 @@ def with_its_line(error: SpendlakeError, uri: str, path: Path) -> SpendlakeError
     """`error`, a value of CSV file `uri` (local copy `path`) the SQL refused (`<uri>: column X:
     <problem>: <value>`, connectors.exportfile Table.fail: read as text, the value has no line),
     naming the line its record begins on, and a header row repeated inside the file (`cat a.csv
-    b.csv`) when the value is the column's name; None when the error is not such, or no line holds it."""
+    b.csv`) when the value is the column's name; None when the error is not such, or no line holds it.
+    A value the message cut short (errors.MAX_REASON) is found by its start (`_lines_holding`)."""
     found = re.search(re.escape(f"{uri}: ") + r"(?:[^:]+: )?column (.+?): ([^:]+): (.*?)(?: — |$)", str(error))
     if not found or not path.name.lower().endswith((".csv", ".csv.gz")):
         return None
     column, problem, value = found.groups()
-    held = _line_holding(path, value, column)
-    if held is None:
+    held = _lines_holding(path, value, column)
+    if not held:
         return None
-    line = held[0]
     said = f"column {column}: {problem}: "
-    hint = header_again(line) if value.strip().lower() == column.strip().lower() else error.hint
-    return type(error)(error.message.replace(said, f"line {line}, {said}", 1), where=error.where, hint=hint)
+    hint = header_again(held[0][0]) if value.strip().lower() == column.strip().lower() else error.hint
+    return type(error)(error.message.replace(said, f"{_lines_text(held)}, {said}", 1), where=error.where, hint=hint)
 
 
 def with_a_line(error: SpendlakeError, files: Mapping[str, Path]) -> SpendlakeError | None:
@@ -183,39 +185,62 @@ def with_the_time_refused(error: SpendlakeError, files: Mapping[str, str]) -> Sp
         return None
     value = found.group(1)
     for path, name in files.items():
-        held = _line_holding(Path(path), value) if path.lower().endswith((".csv", ".csv.gz")) else None
-        if held is not None:
-            line, column = held
+        held = _lines_holding(Path(path), value) if path.lower().endswith((".csv", ".csv.gz")) else []
+        if held:
+            line, column = held[0]
             hint = (header_again(line) if value.strip().lower() == column.strip().lower() else
                     spreadsheet_hint(value.strip()) if spreadsheet_time(value) else
                     "fix that value or re-export the file")
-            return type(error)(f"{error.message[:found.start()]}line {line}, column {column}: not a date/time: {value}",
-                               where=name, hint=hint)
+            return type(error)(f"{error.message[:found.start()]}{_lines_text(held)}, column {column}: not a date/time: "
+                               f"{value}", where=name, hint=hint)
     return None
 
 
-def _line_holding(path: Path, value: str, column: str | None = None) -> tuple[int, str] | None:
-    """(the line on which the first record begins whose `column` (a header name, case and the
+def _lines_text(held: Sequence[tuple[int, str]]) -> str:
+    """`line 4`; of a value cut short, where several records begin with what the message shows,
+    `one of lines 4, 9 and 12 (...)`: which of them the SQL refused, the message cannot tell."""
+    if len(held) == 1:
+        return f"line {held[0][0]}"
+    lines = [str(line) for line, _ in held[:SHOWN_LINES]]
+    listed = f"{', '.join(lines)}, …" if len(held) > SHOWN_LINES else f"{', '.join(lines[:-1])} and {lines[-1]}"
+    return f"one of lines {listed} (their values begin alike, the value cut short here: compare them whole)"
+
+
+def _lines_holding(path: Path, value: str, column: str | None = None) -> list[tuple[int, str]]:
+    """[(the line on which the first record begins whose `column` (a header name, case and the
     spaces around it aside; None: any column) holds `value` (spaces around it aside), that
-    column as the header names it); None when none does. Read record by record in Python:
-    only once a read failed."""
+    column as the header names it)]; [] when none does. A `value` the message cut short (ending
+    in errors.CUT) where no record holds it whole: every record (up to SHOWN_LINES + 1) holding
+    a value that begins with it. Read record by record in Python: only once a read failed."""
+    whole = _records_holding(path, lambda field: field.strip() == value.strip(), column, most=1)
+    if whole or not value.endswith(CUT):
+        return whole
+    start = value.removesuffix(CUT).lstrip()
+    return _records_holding(path, lambda field: field.lstrip().startswith(start), column, most=SHOWN_LINES + 1)
+
+
+def _records_holding(path: Path, holds: Callable[[str], bool], column: str | None, most: int) -> list[tuple[int, str]]:
+    """(line, column) of the first `most` records whose `column` (None: any) `holds`."""
+    found: list[tuple[int, str]] = []
     try:
         with _opener(path)(path, "rb") as raw:
             reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=""))
             header = [field.strip() for field in next(reader, [])]
             names = [field.lower() for field in header]
             if column is not None and column.strip().lower() not in names:
-                return None
+                return []
             indexes = range(len(header)) if column is None else [names.index(column.strip().lower())]
             begins = reader.line_num + 1
             for row in reader:
-                held = next((i for i in indexes if len(row) > i and row[i].strip() == value.strip()), None)
+                held = next((i for i in indexes if len(row) > i and holds(row[i])), None)
                 if held is not None:
-                    return begins, header[held]
+                    found.append((begins, header[held]))
+                    if len(found) == most:
+                        break
                 begins = reader.line_num + 1
     except (OSError, EOFError, zlib.error, csv.Error):
-        return None
-    return None
+        return found
+    return found
 
 
 def ident(name: str) -> str:

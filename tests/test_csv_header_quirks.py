@@ -87,3 +87,26 @@ def test_an_aws_cur_time_duckdb_refused_names_its_file_line_and_column(tmp_path)
     [message] = said
     assert message.endswith(": line 3, column lineItem/UsageStartDate: not a date/time: 2026-10-32T03:00:00Z — fix "
                             "that value or re-export the file"), message
+
+
+def test_a_refused_value_cut_short_in_the_message_is_found_by_its_start(tmp_path):
+    """A value over 400 characters is cut short in the message (errors.MAX_REASON), and named no
+    line: no record holds the text shown. The record holding a value that begins with it is named;
+    where several do, the message cannot tell which one the SQL refused, and names them all."""
+    tags = '"{""team"": ""' + "x" * 500 + '""'  # no closing brace: not JSON
+    rows = [f"1,1,USD,2024-06-01T00:00Z,2024-06-02T00:00Z,2024-06-02T01:00Z,AWS,{tags}}}\"",
+            f"2,2,USD,2024-06-01T00:00Z,2024-06-03T00:00Z,2024-06-03T01:00Z,AWS,{tags}\""]
+    _, said = billed(tmp_path / "one", "focus", focus_csv(rows[0].replace("x" * 500, "y"), rows[1]))
+    [message] = said
+    assert re.search(r"export\.csv: could not read the delivery: line 3, column Tags: not a JSON object[^:]*: "
+                     r"\{\"team\": \"x+…", message), message
+    _, said = billed(tmp_path / "two", "focus", focus_csv(*rows))
+    [message] = said
+    assert re.search(r": one of lines 2 and 3 \(their values begin alike, the value cut short here: compare them "
+                     r"whole\), column Tags: not a JSON object[^:]*: \{\"team\": \"x+…", message), message
+    # an AWS export's time, which DuckDB refuses in its own words (a closing quote cut off)
+    _, said = billed(tmp_path / "cur", "aws-cur", legacy_csv([line(cost="1"), line(
+        cost="2", lineItem__UsageStartDate="2026-10-03T03:00:00Z" + "0" * 500)]))
+    [message] = said
+    assert re.search(r"export\.csv: could not read the delivery: line 3, column lineItem/UsageStartDate: not a "
+                     r"date/time: 2026-10-03T03:00:00Z0+…", message), message

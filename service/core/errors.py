@@ -220,7 +220,7 @@ def logged_text(text: str) -> str:
     at most MAX_REASON characters: its offending CSV row may be megabytes."""
     text = POSSIBLE_FIXES.split(text, 1)[0].split("Parser options", 1)[0]
     lines = [item.strip() for item in text.splitlines() if item.strip()]
-    return " | ".join(item if len(item) <= MAX_REASON else item[:MAX_REASON] + "…" for item in lines)
+    return " | ".join(item if len(item) <= MAX_REASON else item[:MAX_REASON] + CUT for item in lines)
 
 
 def spreadsheet_hint(time: str) -> str:
@@ -297,6 +297,7 @@ SPREADSHEET_TIME = re.compile(rf": column [^:]+: not a date/time: ({_US_TIME})\s
 CONVERSION = re.compile(r'Error when converting column "(.+?)"\. Could not convert string "(.*?)" to \'([^\']+)\'', re.S)
 ERROR_KIND = re.compile(r"^[A-Z][A-Za-z ]* Error: ")
 MAX_REASON = 400
+CUT = "…"  # what ends a text cut at MAX_REASON
 
 
 def one_line(text: str) -> str:
@@ -316,7 +317,7 @@ def one_line(text: str) -> str:
         reason = lines[-1] if line and len(lines) > 1 else (lines[0] if lines else "DuckDB gave no reason")
     if line:
         reason = f"line {line.group(1)}{', ' if conversion else ': '}{reason}"
-    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON] + "…"
+    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON] + CUT
 
 
 def conversion_reason(value: str, kind: str) -> str:
