@@ -7,9 +7,14 @@ the file. A daily line of today (ending at tomorrow's midnight) is neither cut n
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
+from click.testing import CliRunner
+
+from service.cli.main import cli
 from service.core.coverage import data_end, parse_utc
+from service.core.lake import Lake
 from service.core.timewindow import utc_now
 from tests.billing_helpers import failures, ingest_files
 
@@ -66,3 +71,34 @@ def test_a_bill_within_a_day_of_its_period_and_of_now_is_not_warned_of_and_keeps
     assert failures(result) == [] and [w for o in result.outcomes for w in o.warnings] == []
     assert {e.billing_period: e.data_through for e in lake.ledger()} == {
         "2024-09": "2024-10-01T23:00:00Z", period: f"{today + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"}
+
+
+def test_a_ledger_written_before_the_end_was_bounded_ends_where_the_bill_ends(tmp_path):
+    """A ledger written before session 47 kept the lines' own latest end (2099-01-01 for a 2024-09
+    bill; 2099-01-06 for a period dated ahead) until that period was delivered again: the data's end,
+    status and every window without --until stayed in 2099. Read, such an end is bounded as a commit
+    bounds it now, from the file; verify still accepts the ledger as written."""
+    folder = write_bill(tmp_path, line("1.5", "2024-09", "2024-09-18T10:00Z", "2024-09-18T11:00Z"),
+                        line("2.5", "2024-09", "2024-09-18T22:00Z", "2099-01-01T00:00Z"))
+    _, result = ingest_files(tmp_path / "old", ("bill", "focus", folder))
+    ahead = tmp_path / "ahead"
+    ahead.mkdir()
+    _, also = ingest_files(ahead, ("bill", "focus", write_bill(ahead, line(
+        "1.5", "2099-01", "2099-01-05T00:00Z", "2099-01-06T00:00Z"))))
+    assert failures(result) == failures(also) == []
+    for root, written in ((tmp_path / "old", "2099-01-01T00:00:00Z"), (ahead, "2099-01-06T00:00:00Z")):
+        ledger = root / "lake" / "_ledger" / "deliveries.json"
+        data = json.loads(ledger.read_text())
+        [entry] = data["entries"]
+        entry["data_through"] = written  # as the commit wrote it before it bounded the end
+        ledger.write_text(json.dumps(data))
+    old, dated = Lake(tmp_path / "old" / "lake"), Lake(ahead / "lake")
+    assert [e.data_through for e in old.ledger()] == ["2099-01-01T00:00:00Z"]
+    assert data_end(old) == datetime(2024, 10, 2, tzinfo=timezone.utc)  # was 2099-01-01
+    [entry] = dated.ledger()
+    assert data_end(dated) == parse_utc(entry.ingested_at) + timedelta(days=1)  # was 2099-01-06
+    assert [(c.state, c.detail) for c in old.verify()] == [("ok", "")]
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {old.root}\nsources:\n  - {{name: bill, kind: focus, location: '{folder}'}}\n")
+    shown = CliRunner().invoke(cli, ["--config", str(config), "status", "--sources", "--format", "json"])
+    assert '"data_through": "2024-10-02T00:00:00Z"' in shown.stdout and "2099" not in shown.stdout, shown.output

@@ -6,7 +6,8 @@
   committed partition in the delivery ledger (service/core/commit.py), so reading it is a
   ledger read. Usage only: a monthly fee, tax or Savings Plan fee line runs to the month's
   end whatever the data says. A ledger written before 2026-12 lacks it; such partitions are
-  read from their file.
+  read from their file, as are those whose end lies past the bound a commit now gives it
+  (service/core/usage_end.py), recorded before it did.
 - An inventory source's is recorded by its ingest in the source state
   (`_state/sources.json`, key `data_through`): a snapshot (tags, S3 objects, log groups)
   holds data through the time it was taken, GPU utilisation through the end of its latest
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
 from service.core.timewindow import CLOCK_SKEW, Window, fixed_end, iso_utc, month_text, parse_window
-from service.core.usage_end import USAGE_BEGINS, usage_through
+from service.core.usage_end import USAGE_BEGINS, ledger_bound, usage_through
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
@@ -65,21 +66,29 @@ def billing_data_through(lake: Lake) -> dict[str, datetime | None]:
 
 def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]]) -> dict[str, datetime | None]:
     """Source → the latest data_through of its partitions (ledger entry, file): the recorded
-    one, or for an entry from before it was recorded, read from the file. Such an entry whose
-    file is gone (`status` says missing) reaches at least its billing period's start: leaving it
-    out put the data's end, and the month the metrics and budgets sum, in an earlier period."""
-    entries = [entry for entry, _ in parts if entry.data_through_recorded or not entry.rows]
-    unrecorded = {str(path): entry for entry, path in parts if not entry.data_through_recorded and entry.rows}
-    present = [path for path in unrecorded if Path(path).exists()]
+    one, or read from the file (bounded as a commit bounds it: service/core/usage_end.py) for an
+    entry from before it was recorded, and for one recorded before it was bounded whose end lies
+    past its own bound (usage_end.ledger_bound: a 2024-09 line's 2099 kept the data's end in 2099
+    until the period was delivered again). An unrecorded entry whose file is gone (`status` says
+    missing) reaches at least its billing period's start: leaving it out put the data's end, and
+    the month the metrics and budgets sum, in an earlier period; an unbounded one, its bound."""
+    def read_again(entry: LedgerEntry) -> bool:
+        return bool(entry.rows) and (not entry.data_through_recorded or entry.data_through is not None and parse_utc(
+            entry.data_through) > parse_utc(ledger_bound(entry.billing_period, entry.ingested_at)))
+
+    entries = [entry for entry, _ in parts if not read_again(entry)]
+    unread = {str(path): entry for entry, path in parts if read_again(entry)}
+    present = [path for path in unread if Path(path).exists()]
     found: dict[str, str] = {}
     if present:
         con = lake.connect()
         try:
-            found = usage_through(con, present, {path: unrecorded[path].ingested_at for path in present})
+            found = usage_through(con, present, {path: unread[path].ingested_at for path in present})
         finally:
             con.close()
     entries += [replace(entry, data_through=found.get(path) if path in present
-                        else f"{entry.billing_period}-01T00:00:00Z") for path, entry in unrecorded.items()]
+                        else ledger_bound(entry.billing_period, entry.ingested_at) if entry.data_through_recorded
+                        else f"{entry.billing_period}-01T00:00:00Z") for path, entry in unread.items()]
     return entries_data_through(entries)
 
 

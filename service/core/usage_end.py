@@ -61,3 +61,15 @@ def bound_at(committed: str) -> datetime:
     kept (UTC without a zone)."""
     return datetime.fromisoformat(committed.replace("Z", "+00:00")).astimezone(timezone.utc).replace(
         tzinfo=None) + LINE_SPAN
+
+
+def ledger_bound(billing_period: str, committed: str) -> str:
+    """The latest end a ledger entry of `billing_period` (YYYY-MM) committed at `committed` (ISO
+    UTC) can hold by its own facts: a day after its month (UTC) and after its commit. A ledger
+    written before the end was bounded (2026-12-06) may hold a later one (a line's 2099 as it
+    was written): service/core/coverage.py reads such a file's end again, bounded as a commit
+    bounds it (a provider's month in local time, ending after the UTC month, is read again too,
+    to the same end)."""
+    year, month = (int(part) for part in billing_period.split("-"))
+    after_the_month = datetime(year + month // 12, month % 12 + 1, 1) + LINE_SPAN
+    return usage_end_text(min(after_the_month, bound_at(committed)))
