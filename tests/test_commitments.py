@@ -276,5 +276,5 @@ def test_the_command_and_the_api_take_one_default_window(config_file, monkeypatc
     api = api_for(load_config(config_file))
     shown = json.loads(spendlake(config_file, "commitments", "--format", "json").output)
     assert json.loads(api.handle("/api/v1/commitments", {}, None).body) == shown
-    monkeypatch.setattr("service.attribution.commitment_usage.COMMITMENTS_SINCE", "1h")  # the data ends 2026-11-07 04:00
+    monkeypatch.setattr("service.attribution.commitment_usage.COMMITMENTS_SINCE", "1h")  # data ends 11-07 04:00
     assert json.loads(api.handle("/api/v1/commitments", {}, None).body)["since"] == "2026-11-07T03:00:00Z"
