@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Collection, Iterable
 
+from service.core import failure_marks
 from service.core.ledger import LedgerEntry
 from service.core.schema import INVENTORY_TABLES
 from service.core.snapshot_ledger import SnapshotLake
@@ -29,6 +30,7 @@ def remove_source(lake: SnapshotLake, source: str) -> None:
         state = lake.read_state(name)
         if state.pop(source, None) is not None:
             lake.write_state(name, state)
+    failure_marks.remove([mark for mark in failure_marks.marks(lake.root) if mark.source == source])
     verified = lake.read_state("verify")  # a verify keeps what it did not check: its damage would stay
     if any(p["source"] == source for p in verified.get("problems", [])):
         lake.write_state("verify", {**verified, "problems": [

@@ -51,6 +51,7 @@ class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.
     stale_copies: dict[StrictStr, StrictStr] = {}  # … and those of a file changed since → that file
     rewritten: dict[StrictStr, StrictStr] = {}  # copies changed while their original did not (period held) → it
     shared: dict[StrictStr, StrictStr] = {}  # files another source reads too → `<its file> (source <it>)`
+    unrecorded_counted: list[StrictStr] = []  # the failure marks failures_total counts (service/core/failure_marks.py)
 
 
 class FileEntry(Open):  # service/ingest/periods.py

@@ -187,7 +187,7 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Spe
     if rewritten or record.pop("rewritten", None):
         record["rewritten"] = rewritten
     try:
-        record_sources(lake, state, source if failed else None)
+        record_sources(lake, state, source)
     except SpendlakeError as exc:
         return exc
     return None

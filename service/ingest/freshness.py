@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from service.core import failure_marks
 from service.core.config import Config
 from service.core.coverage import STATE_KEY, billing_data_through, inventory_data_through, parse_utc
 from service.core.errors import os_error
@@ -42,43 +43,99 @@ def record_run(record: dict, error: Exception | None) -> None:
     record["last_run_failed"] = error is not None  # the times, to the second, tie when both runs share one
 
 
-def record_sources(lake: Lake, state: dict, failed: str | None = None) -> None:
-    """Write the `sources` state after a run's commits (`failed`: the source whose failure it
-    records): an error then says what is already in the lake, never "nothing was changed"
-    below the lines that say "committed"."""
+def record_sources(lake: Lake, state: dict, source: str) -> None:
+    """Write the `sources` state after `source`'s run (its record, `record_run`'s) and its commits,
+    counting the failures runs before could not record (their marks, removed once written): an
+    error then says what is already in the lake, never "nothing was changed" below the lines that
+    say "committed", and a failure of this run not written is still counted (`_keep`)."""
+    counted = _count_marks(lake, state, source)
     try:
         lake.write_state("sources", state)
     except OSError as exc:
-        if failed:
-            kept = _UNRECORDED.setdefault((str(lake.root), failed), {"failures_total": 0})
-            kept.update(failures_total=kept["failures_total"] + 1, last_failure=state[failed].get("last_failure"),
-                        last_error=state[failed].get("last_error"))
-        raise os_error(exc, done=RECORD_MISSED) from None
+        failed = state[source].get("last_run_failed")
+        raise os_error(exc, done=_keep(lake, source, state[source]) if failed else RECORD_MISSED) from None
+    failure_marks.remove(counted)
 
 
-# Failures the `sources` state could not record (a full or read-only disk), per (lake root,
-# source), since this process started: how many, and the last one's time and error. The state
-# file is the failure counter and says whether a source is failing, so without these the
+def _keep(lake: Lake, source: str, record: dict) -> str:
+    """A failure the state could not record, marked in the lake (service/core/failure_marks.py:
+    a full disk still takes the mark) for every later reader, this process's or another's, or,
+    where not even that can be written (a read-only disk), kept in this process; what is done."""
+    try:
+        mark = failure_marks.leave(lake.root, source, record["last_failure"], record["last_error"])
+    except OSError:
+        kept = _UNRECORDED.setdefault((str(lake.root), source), {"failures_total": 0})
+        kept.update(failures_total=kept["failures_total"] + 1, last_failure=record["last_failure"],
+                    last_error=record["last_error"])
+        return RECORD_MISSED
+    return (f"what was committed above is in the lake; the source's failure is counted from {mark} (`status`, the "
+            f"service) until its state can be written")
+
+
+# Failures the `sources` state could not record and not even a mark (a read-only disk), per
+# (lake root, source), since this process started: how many, and the last one's time and error.
+# The state file is the failure counter and says whether a source is failing, so without these the
 # service would show every source as it was (spendlake_source_failures_total standing still,
 # `/readyz` ready) exactly while every run fails.
 _UNRECORDED: dict[tuple[str, str], dict] = {}
+COUNTED_KEY = "unrecorded_counted"  # in a source's record: the marks its failures_total counts
+NO_ERROR = "an ingest failed and its error could not be written to the lake either (its disk was full)"
 
 
-def unrecorded_failures(lake: Lake) -> dict[str, dict]:
-    """Source → the failures this process could not record in the lake's `sources` state."""
-    return {source: dict(kept) for (root, source), kept in list(_UNRECORDED.items()) if root == str(lake.root)}
+def _count_marks(lake: Lake, state: dict, recording: str) -> list[failure_marks.Mark]:
+    """Count in `state`'s records the marks they do not count yet, and name in each record the
+    marks it counts, so a reader between the write and the marks' removal (or a mark that could not
+    be removed) counts each once. A mark is its source's last run but for the one `recording`
+    (every state written since would have counted it). The marks to remove once `state` is written."""
+    found = failure_marks.marks(lake.root)
+    for source in {mark.source for mark in found} | {s for s, r in state.items() if r.get(COUNTED_KEY)}:
+        marks = [mark for mark in found if mark.source == source]
+        state[source] = _marked(state.get(source) or {"failures_total": 0}, marks, last_run=source != recording)
+        state[source][COUNTED_KEY] = [mark.path.name for mark in marks]
+        if not marks:
+            del state[source][COUNTED_KEY]
+    return found
+
+
+def _marked(record: dict, marks: list[failure_marks.Mark], *, last_run: bool) -> dict:
+    """`record` counting the `marks` (of its source) it does not count yet; `last_run`: the newest
+    of them is the source's last run (else its time and error only where it knows no failure)."""
+    new = [mark for mark in marks if mark.path.name not in (record.get(COUNTED_KEY) or ())]
+    if not new:
+        return record
+    marked = {**record, "failures_total": int(record.get("failures_total", 0)) + len(new)}
+    if last_run or not record.get("last_failure"):
+        marked.update(last_failure=new[-1].failed_at, last_error=new[-1].error or NO_ERROR)
+    if last_run:
+        marked["last_run_failed"] = True
+    return marked
+
+
+def _counted(record: dict, kept: dict) -> dict:
+    """`record` counting the failures `kept` in this process; the later failure's time and error."""
+    later = not record.get("last_failure") or parse_utc(kept["last_failure"]) > parse_utc(record["last_failure"])
+    counted = {**record, "failures_total": int(record.get("failures_total", 0)) + kept["failures_total"],
+               **({k: kept[k] for k in ("last_failure", "last_error")} if later else {})}
+    if later:  # which came last, this failure or the recorded success, is told by their times
+        counted.pop("last_run_failed", None)
+    return counted
+
+
+def unrecorded_key(lake: Lake) -> tuple:
+    """What changes with the failures the state does not count (the metrics page's key)."""
+    return failure_marks.names(lake.root), repr({k: v for k, v in _UNRECORDED.items() if k[0] == str(lake.root)})
 
 
 def sources_state(lake: Lake) -> dict[str, dict]:
-    """The `sources` state, with the failures this process could not record in it."""
+    """The `sources` state, with the failures it could not record: marked (by any process: a
+    mark is its source's last run) and kept in this process."""
     state = lake.read_state("sources")
-    for source, kept in unrecorded_failures(lake).items():
-        record = state.get(source, {})
-        later = not record.get("last_failure") or parse_utc(kept["last_failure"]) > parse_utc(record["last_failure"])
-        state[source] = {**record, "failures_total": int(record.get("failures_total", 0)) + kept["failures_total"],
-                         **({k: kept[k] for k in ("last_failure", "last_error")} if later else {})}
-        if later:  # which came last, this failure or the recorded success, is told by their times
-            state[source].pop("last_run_failed", None)
+    marks = failure_marks.marks(lake.root)
+    for source in dict.fromkeys(mark.source for mark in marks):
+        state[source] = _marked(state.get(source) or {}, [m for m in marks if m.source == source], last_run=True)
+    for (root, source), kept in list(_UNRECORDED.items()):
+        if root == str(lake.root):
+            state[source] = _counted(state.get(source, {}), kept)
     return state
 
 

@@ -34,7 +34,7 @@ from service.core.errors import SpendlakeError
 from service.core.files import listed
 from service.core.lake import Lake
 from service.core.timewindow import month_text
-from service.ingest.freshness import unrecorded_failures
+from service.ingest.freshness import unrecorded_key
 from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
                                     integrity_families, source_families, spend_families, tops_state_family)
@@ -177,7 +177,7 @@ class LakeCollector(Collector):
             except FileNotFoundError:
                 continue
             stats.append((str(path), stat.st_mtime_ns, stat.st_size))
-        return tuple(stats), repr(unrecorded_failures(self.lake))  # failures a full disk kept out of the files
+        return tuple(stats), unrecorded_key(self.lake)  # failures a full disk kept out of the files
 
     def compute(self) -> tuple[list[Metric], bool]:
         """Every family group on its own: a group that cannot be read is logged, and
