@@ -22,13 +22,17 @@ SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective"
 TOP_FINDINGS = 8
 TOP_OTHERS = 5  # per category
 TOP_RUNS = 8
+MODULE_MAIN = Path(__file__).resolve().parent.parent / "__main__.py"  # sys.argv[0] of `python -m service`
 FINDINGS_IN_FULL = "`spendlake findings --format json` shows every finding in full"  # demo takes no --format
 
 
 def program() -> str:
     """How to run spendlake again, as this run was started: the README's first command runs
-    `.venv/bin/spendlake`, which a shell does not find as `spendlake` outside an activated venv."""
+    `.venv/bin/spendlake`, which a shell does not find as `spendlake` outside an activated venv;
+    `python -m service` (no `spendlake` on the PATH at all) is named as the interpreter was."""
     started = Path(sys.argv[0])
+    if started.resolve() == MODULE_MAIN:  # the interpreter as the shell was given it (`python`, `.venv/bin/python`)
+        return f"{shlex.quote(sys.orig_argv[0])} -m service"
     on_path = shutil.which("spendlake")
     if started.name != "spendlake" or (on_path and started.exists() and Path(on_path).samefile(started)):
         return "spendlake"
