@@ -6,9 +6,7 @@ Handled: both EA header generations (older `Cost`, `BillingCurrency`, `Product`;
 pay-as-you-go's (MOSA: dataset 2019-11-01, still its latest, usage only: `PreTaxCost`,
 `Currency`, `UsageDateTime`, `UsageQuantity`, `ResourceRate`, `InstanceId`),
 `Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
-`MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
-swap day and month) or ISO `YYYY-MM-DD` (`2024-05-01T00:00:00.0000000Z` as the APIs write it),
-a UTF-8 BOM, CRLF line ends, and a currency on every row. EA's usage details dataset 2019-10-01
+`MM/DD/YYYY`, `M/D/YYYY` or ISO (connectors/azure_dates.py), a UTF-8 BOM, CRLF line ends, and a currency on every row. EA's usage details dataset 2019-10-01
 (`PreTaxCost`, `UsageDateTime`, `SubscriptionGuid`, `DepartmentName`) has no currency column at
 all: its enrollment's one billing currency is the source's `currency:` (never guessed; without it
 the file fails naming the key to set). Exports made before run manifests
@@ -50,24 +48,22 @@ from typing import Literal
 import duckdb
 from pydantic import Field
 
+from connectors.azure_dates import DAY, period_times, period_times_per_value
 from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
 from connectors.base import Delivery, OtherDataset
 from connectors.export_formats import AZURE_OTHER_DATASETS, has_columns
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
-                                   sql_string, text, timestamp)
+                                   sql_string, text)
 from connectors.folder_export import FolderExport
 from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.per_value import PerValueSelect
-from service.core.schema import QUANTITY
+from service.core.schema import COST_COLUMN_NAMES, QUANTITY
 from service.core.hidden_columns import rounding_select
 
-# Month first, always explicit; ISO dates and times (unambiguous: newer exports, the APIs) read too.
-DATE_FORMATS = ("%m/%d/%Y",)
 COST = ("CostInBillingCurrency", "Cost", "PreTaxCost")
 CURRENCY = ("BillingCurrencyCode", "BillingCurrency", "Currency")
-DAY = ("Date", "UsageDateTime")
 COMMITMENTS = "('Reservation', 'SavingsPlan')"
 CHARGE_CATEGORY = {"Usage": "Usage", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage",
                    "Purchase": "Purchase", "Refund": "Purchase", "Tax": "Tax", "RoundingAdjustment": "Adjustment"}
@@ -179,21 +175,11 @@ class AzureCostConnector(FolderExport):
         cost = money(table, *COST)
         amortized = self._amortized[uri] = self._is_amortized(con, table, self.export_type(uri))
         charge_type = text(table, "ChargeType")
-        day = timestamp(table, *DAY, formats=DATE_FORMATS)
-        # MCA leaves the billing period blank on lines not yet invoiced (servicePeriod* filled):
-        # those, like a file without the columns, are billed in the calendar month of their day.
-        month, unknown = f"date_trunc('month', {day})", "CAST(NULL AS TIMESTAMP)"
-        period_start = timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS) or unknown
-        period_end = timestamp(table, "BillingPeriodEndDate", formats=DATE_FORMATS) or unknown
         info = table.col("AdditionalInfo")
         expressions = {
             "BillingAccountId": text(table, "BillingAccountId"),
             "BillingAccountName": text(table, "BillingAccountName"),
-            "BillingPeriodStart": f"coalesce({period_start}, {month})",
-            # Azure's period and charge dates are inclusive days; FOCUS ends are exclusive.
-            "BillingPeriodEnd": f"coalesce({period_end} + INTERVAL 1 DAY, {month} + INTERVAL 1 MONTH)",
-            "ChargePeriodStart": day,
-            "ChargePeriodEnd": f"{day} + INTERVAL 1 DAY",
+            **period_times(table),
             "EffectiveCost" if amortized else "BilledCost": cost,
             "BillingCurrency": currency,
             # pay-as-you-go's dataset, the one without ChargeType, holds usage only
@@ -231,11 +217,13 @@ class AzureCostConnector(FolderExport):
         }
         present = {k: v for k, v in expressions.items() if v}
         rounding = rounding_select({"EffectiveCost" if amortized else "BilledCost": rounded_away(table, *COST)})
-        # the Tags JSON text parsed once per distinct value by the stager (service.core.per_value)
-        once = tags_per_value(table, "Tags", braces_optional=True)
-        per_value = {"Tags": once} if once else {}
+        # the dates and the Tags JSON text parsed once per distinct text by the stager (service.core.per_value),
+        # listed in the SELECT's order (a column it parses fails first)
+        once = {"Tags": (per_value_text(table, "Tags"), tags_per_value(table, "Tags", braces_optional=True))}
+        once = sorted((period_times_per_value(table) | once).items(), key=lambda kv: COST_COLUMN_NAMES.index(kv[0]))
+        per_value = {name: sql for name, (_, sql) in once if sql}
         select = PerValueSelect(present, f"{rounding} FROM {table.source}",
-                                {name: per_value_text(table, name) for name in per_value}, per_value)
+                                {name: texts for name, (texts, sql) in once if sql}, per_value)
         return select if per_value else select.sql
 
     def _configured_currency(self, uri: str) -> str:
@@ -281,14 +269,16 @@ class AzureCostConnector(FolderExport):
         found = None
         if charge_type is not None and pricing_model is not None and cost is not None:
             committed = f"{pricing_model} IN {COMMITMENTS}"
-            day = timestamp(table, *DAY, formats=DATE_FORMATS)
-            start = timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS) or "CAST(NULL AS TIMESTAMP)"
-            query = (f"SELECT strftime(coalesce({start}, date_trunc('month', {day})), '%Y-%m'), "
+            # counted per distinct day and billing period text, each pair's dates parsed once
+            start = table.col("BillingPeriodStartDate") or "CAST(NULL AS VARCHAR)"
+            month = period_times(table, {"BillingPeriodStartDate": "s", "day": "d"})["BillingPeriodStart"]
+            query = (f"SELECT strftime({month}, '%Y-%m'), sum(amortized), sum(actual) FROM ("
+                     f"SELECT {start} AS s, {table.col(*DAY)} AS d, "
                      f"count(*) FILTER ({charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan') "
-                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} <> 0)), "
+                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} <> 0)) AS amortized, "
                      f"count(*) FILTER (({charge_type} = 'Purchase' AND {committed} AND {cost} <> 0) "
-                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} = 0)) "
-                     f"FROM {table.source} GROUP BY 1")
+                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} = 0)) AS actual "
+                     f"FROM {table.source} GROUP BY ALL) GROUP BY 1")
             try:
                 rows = con.execute(query).fetchall()
             except duckdb.Error as exc:
