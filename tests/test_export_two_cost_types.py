@@ -5,6 +5,7 @@ where no other source holds that cost for its billing account and period, else i
 
 from __future__ import annotations
 
+import csv
 from decimal import Decimal
 
 import duckdb
@@ -57,3 +58,36 @@ def test_one_source_of_an_azure_bill_still_fills_the_cost_its_export_lacks(tmp_p
                                           "WHERE ChargeCategory = 'Purchase'").fetchall()
     assert purchases > 0  # the sample's reservation purchase
     assert sums(back, "billing_period") == [("2023-09", 11, BILLED, BILLED - purchases)]
+
+
+def reference(name: str, column: str) -> Decimal:
+    """The sample's cost in the samples' reference_sums.csv (computed from the raw file)."""
+    with (SAMPLES / "reference_sums.csv").open(newline="") as handle:
+        return next(Decimal(row[column]) for row in csv.DictReader(handle) if row["file"] == f"azure/{name}")
+
+
+def measures(out, where: str = "true") -> tuple:
+    """(ConsumedQuantity, PricingQuantity, ListCost, ContractedCost, BilledCost, EffectiveCost) summed."""
+    [found] = duckdb.sql(f"SELECT sum(ConsumedQuantity), sum(PricingQuantity), sum(ListCost), sum(ContractedCost), "
+                         f"sum(BilledCost), sum(EffectiveCost) FROM read_parquet('{out}/*/cost_and_usage.parquet') "
+                         f"WHERE {where}").fetchall()
+    return found
+
+
+def test_two_sources_of_one_azure_bill_count_each_usage_lines_quantities_and_list_and_contracted_cost_once(tmp_path):
+    """Both exports list the same usage (the actual export's 10 usage lines are among the amortized
+    export's 28): exported as two sources, ConsumedQuantity was 238.43 (54.07 + 185.36), each usage line's
+    list and contracted cost twice. The usage counts on the amortized export's lines, as the effective
+    cost's; the purchase (the amortized export has none) on the actual export's; the costs are the
+    invoice's and the amortized bill's, to the cent (reference_sums.csv)."""
+    _, both = exported(tmp_path / "both", ("azea", "azure-cost", ACTUAL), ("azeam", "azure-cost", AMORTIZED))
+    _, amortized = exported(tmp_path / "amortized", ("azeam", "azure-cost", AMORTIZED))
+    _, actual = exported(tmp_path / "actual", ("azea", "azure-cost", ACTUAL))
+    usage, purchases = measures(amortized), measures(actual, "ChargeCategory <> 'Usage'")
+    expected = tuple(u + (p or 0) for u, p in zip(usage[:4], purchases[:4]))
+    assert measures(both)[:4] == expected
+    [(quantity,)] = duckdb.sql(f"SELECT sum(CAST(Quantity AS DECIMAL(38, 16))) FROM read_csv('{AMORTIZED}', "
+                               "all_varchar = true) WHERE ChargeType = 'Usage'").fetchall()
+    assert measures(both)[0] == quantity  # the usage once, as the amortized export lists it
+    assert measures(both, "x_source = 'azea' AND ChargeCategory = 'Usage'")[:4] == (0, 0, 0, 0)
+    assert measures(both)[4:] == (reference(ACTUAL.name, "billed"), reference(AMORTIZED.name, "effective"))

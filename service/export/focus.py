@@ -27,7 +27,9 @@ is never changed):
   purchase is what was billed) and the EffectiveCost otherwise; either is 0 where another
   source holds that cost of the line's billing account and period (an Azure bill as two
   sources, the actual export's and the amortized export's: lookups.HELD), so the bill's billed
-  and effective cost each count once, as the lake's do. ContractedCost, when the
+  and effective cost each count once, as the lake's do. Both exports list the same usage: its
+  quantities, list and contracted cost count on the amortized export's lines (ELSEWHERE: 0 on the
+  actual's), a purchase's on the actual export's (the amortized one has none). ContractedCost, when the
   bill has none, is ContractedUnitPrice × PricingQuantity (FOCUS: the product MUST match it;
   Microsoft's own FOCUS export of an EA account does the same on every line, also where it
   differs from the cost paid: 483 of 995 lines in samples/focus), else the BilledCost;
@@ -145,6 +147,10 @@ TAXED = ("ProviderName", "BillingAccountId", "SubAccountId", "ServiceName", "Bil
 # actual), else its BilledCost.
 EFFECTIVE = ("coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' OR effective_elsewhere THEN 0 "
              "ELSE BilledCost END)")
+# A line whose charge another source's line of its bill holds (lookups.HELD: an actual export's usage beside the
+# amortized export's; an amortized export's other charge beside the actual's): quantities, list and contracted cost 0.
+ELSEWHERE = ("(CASE WHEN nullif(ChargeCategory, '') = 'Usage' THEN EffectiveCost IS NULL AND effective_elsewhere "
+             "ELSE BilledCost IS NULL AND billed_elsewhere END)")
 FEE_WITH_UNUSED = ("(ChargeCategory = 'Purchase' AND CommitmentDiscountId IS NOT NULL "
                    "AND coalesce(EffectiveCost, 0) <> 0)")
 
@@ -286,6 +292,8 @@ def _step1(source: str) -> str:
     tax_null = ("PricingQuantity", "PricingUnit", "PricingCategory", "ListUnitPrice", "ContractedUnitPrice",
                 "PricingCurrencyListUnitPrice", "PricingCurrencyContractedUnitPrice", "SkuId", "SkuPriceId",
                 "SkuPriceDetails", "SkuMeter")
+    for name in ("ConsumedQuantity", "PricingQuantity"):
+        replaced[name] = f"CASE WHEN {ELSEWHERE} THEN 0 ELSE {name} END"
     for name in tax_null:
         replaced[name] = f"CASE WHEN {category} = 'Tax' THEN NULL ELSE {replaced.get(name, name)} END"
     not_consumed = (f"{category} IS DISTINCT FROM 'Usage' OR "
@@ -293,8 +301,8 @@ def _step1(source: str) -> str:
     for name in ("ConsumedQuantity", "ConsumedUnit"):
         replaced[name] = f"CASE WHEN {not_consumed} THEN NULL ELSE {replaced.get(name, name)} END"
     select = ", ".join(f"{replaced.get(name, name)} AS {name}" for name in COST_TYPES)
-    return (f"SELECT * EXCLUDE ({', '.join(COST_TYPES)}), {select}, {issuer} AS {INVOICING_ENTITY} "
-            f"FROM {source}")
+    return (f"SELECT * EXCLUDE ({', '.join(COST_TYPES)}), {select}, {issuer} AS {INVOICING_ENTITY}, "
+            f"{ELSEWHERE} AS counted_elsewhere FROM {source}")
 
 
 def _step2() -> str:
@@ -305,11 +313,13 @@ def _step2() -> str:
     replaced = {
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} OR billed_elsewhere THEN 0 ELSE EffectiveCost END)",
         "EffectiveCost": EFFECTIVE,
-        "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost "
+        "ContractedCost": f"CASE WHEN counted_elsewhere THEN CAST(0 AS {MONEY}) "
+                          f"WHEN ChargeCategory = 'Tax' THEN ContractedCost "
                           f"WHEN {NEGATION} OR {SPLIT_ROW} THEN coalesce(ContractedCost, 0) "
                           f"WHEN {RESERVED_USAGE} THEN coalesce(ContractedCost, ListCost, "
                           f"{_product('line_list_product')}, {contracted}) ELSE {contracted} END",
-        "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL WHEN {SPLIT_ROW} THEN coalesce(ListCost, 0) "
+        "ListCost": f"CASE WHEN counted_elsewhere THEN CAST(0 AS {MONEY}) WHEN {TAX_WITHOUT_LIST} THEN NULL "
+                    f"WHEN {SPLIT_ROW} THEN coalesce(ListCost, 0) "
                     f"ELSE coalesce(ListCost, {_product('line_list_product')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
                                         f"BillingCurrency THEN {EFFECTIVE} END)",
