@@ -41,23 +41,28 @@ def test_plans_remove_asks_then_removes_one_plan_in_a_recorded_file(tmp_path):
     assert spendlake(config_file, "plans", "--format", "table").stdout.startswith("No plans registered")
 
 
-def test_removing_a_plan_not_registered_is_exit_3_naming_the_plans_file_and_the_name(tmp_path):
+def test_removing_a_plan_not_registered_is_exit_2_naming_the_name_and_the_registered_plans(tmp_path):
+    # an unknown name is usage, as `forget NAME` and `rules run --rule NAME` treat it (was exit 3 naming the plans file)
     lake, config_file = small_lake(tmp_path)
     path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
     none = spendlake(config_file, "plans", "remove", "known", "--yes")
-    assert none.exit_code == 3, none.output
-    assert none.stderr.strip() == (f"error: {path}: no plan 'known' is registered — the lake holds no plans: "
+    assert none.exit_code == 2, none.output
+    assert none.stderr.strip() == ("error: NAME: no plan 'known' is registered — the lake holds no plans: "
                                    "`spendlake estimate ... --register NAME` adds one")
 
-    register_plan(lake, plan("known", "llm-7b", "5000"))
+    for name in ("known", "other"):
+        register_plan(lake, plan(name, "llm-7b", "5000"))
     before = path.read_bytes()
     out = spendlake(config_file, "plans", "remove", "Known", "--yes")
-    assert out.exit_code == 3 and f"{path}: no plan 'Known' is registered" in out.stderr, out.output
-    assert "closest plans: known" in out.stderr, out.stderr
+    assert out.exit_code == 2, out.output
+    assert out.stderr.strip() == "error: NAME: no plan 'Known' is registered — closest plans: known", out.stderr
+    far = spendlake(config_file, "plans", "remove", "nosuch", "--yes")
+    assert far.exit_code == 2, far.output
+    assert far.stderr.strip() == "error: NAME: no plan 'nosuch' is registered — known plans: known, other", far.stderr
     assert path.read_bytes() == before
     # looked up before asking: no question whose answer changes nothing
     asked = CliRunner().invoke(cli, ["--config", config_file, "plans", "remove", "Known"], input="y\n")
-    assert asked.exit_code == 3 and "remove plan" not in asked.output, asked.output
+    assert asked.exit_code == 2 and "remove plan" not in asked.output, asked.output
     assert path.read_bytes() == before
 
 

@@ -197,10 +197,10 @@ def register_plan(lake: Lake, plan: Plan) -> bool:
 def remove_plan(lake: Lake, name: str) -> Plan | None:
     """Remove the plan `name` (every row of that name; its row need not pass the checks, so a
     hand-edited row can be removed); the plan removed, None when its row was not readable.
-    A name not registered is a DataError naming the plans file and the name."""
+    A name not registered is a UsageError (check_registered)."""
 
     def drop(records: list[dict[str, Any]], path: Path) -> tuple[list[Plan], Plan | None]:
-        _registered(name, records, path)  # again under the lock: another process may have removed it
+        _registered(name, records)  # again under the lock: another process may have removed it
         gone = [record for record in records if record["name"] == name]
         kept = _checked([record for record in records if record["name"] != name], path)
         try:
@@ -213,14 +213,15 @@ def remove_plan(lake: Lake, name: str) -> Plan | None:
 
 
 def check_registered(lake: Lake, name: str) -> None:
-    """A DataError naming the plans file and `name` unless a plan of that name is registered."""
-    _registered(name, *_records(lake))
+    """A UsageError (exit 2, as `forget` and `rules run --rule` treat an unknown name) naming `name` and the
+    registered plans, or saying there are none, unless a plan of that name is registered."""
+    _registered(name, _records(lake)[0])
 
 
-def _registered(name: str, records: list[dict[str, Any]], path: Path) -> None:
+def _registered(name: str, records: list[dict[str, Any]]) -> None:
     known = [record["name"] for record in records if isinstance(record["name"], str)]
     if name not in known:
-        raise DataError(f"no plan {name!r} is registered", where=str(path), hint=suggestion(name, known, "plans")
+        raise UsageError(f"no plan {name!r} is registered", where="NAME", hint=suggestion(name, known, "plans")
                         if known else "the lake holds no plans: `spendlake estimate ... --register NAME` adds one")
 
 
