@@ -29,7 +29,7 @@ from service.cli.main import cli
 from service.core.publish import STAGING_PREFIX
 from service.core.schema import EXTENSION_COLUMNS, MONEY as DECIMAL
 from service.core.coverage import data_end
-from service.core.timewindow import parse_window
+from service.core.timewindow import iso_utc, parse_window
 from service.export import ExportOptions, export_focus, export_window, files
 from service.export.focus import FOCUS_COLUMNS, TAXED
 
@@ -272,6 +272,20 @@ def test_usage_errors(samples, tmp_path):
     assert empty.exit_code == 2 and "--since" in empty.stderr
     nothing = spendlake(config_file, "--since", "2026-01-01", "--until", "2026-02-01", "--out", str(tmp_path / "none"))
     assert nothing.exit_code == 0 and "nothing to export" in nothing.stderr
+
+
+def test_a_since_past_the_datas_end_is_the_empty_window_attribute_calls_it(samples, tmp_path):
+    """break48: `export --since 2030-01-01` said 'nothing to export' and exited 0 where `attribute`, `runs`
+    and `rules run` exit 2 naming the data's end; a window of its own past the data (an --until too) still
+    writes nothing and exits 0 (test_usage_errors), as attribute answers it with no cost and a note."""
+    config_file, lake = samples
+    late = spendlake(config_file, "--since", "2030-01-01", "--out", str(tmp_path / "late"))
+    assert late.exit_code == 2, late.output
+    assert late.stderr.startswith(f"error: --since: the window is empty: the data runs through "
+                                  f"{iso_utc(data_end(lake))} — give a --since before it; use e.g. "), late.stderr
+    attribute = CliRunner().invoke(cli, ["--config", str(config_file), "attribute", "--since", "2030-01-01"])
+    assert (attribute.exit_code, attribute.stderr) == (2, late.stderr), attribute.output
+    assert not (tmp_path / "late").exists()
 
 
 def test_an_out_folder_under_a_file_is_exit_2_naming_the_file(samples, tmp_path):
