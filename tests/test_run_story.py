@@ -24,6 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -33,6 +34,7 @@ from service.cli.main import cli
 from service.cli.run_story import UNFINISHED_LINE
 from service.core import staging
 from service.core.config import parse_config
+from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 from tests.attribution_helpers import add_jobs
@@ -186,25 +188,33 @@ def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path,
     assert "\x1b" not in table.stdout and not any(line.startswith("error") for line in table.stdout.splitlines())
 
 
-def test_57_an_unknown_run_is_a_warning_naming_the_closest_run_ids(tmp_path):
-    _, _, path = lake_with_a_story(tmp_path)
+def test_57_an_unknown_run_is_exit_2_naming_the_closest_run_ids(tmp_path):
+    # a run asked for by name is an object, as a plan is (`plans remove NAME`): was exit 0, a warning and
+    # an empty story a script read as a run that cost nothing (break48 #2); the API answers 400 naming `run`
+    lake, _, path = lake_with_a_story(tmp_path)
     shown = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r11", "--format", "json"])
-    assert shown.exit_code == 0, shown.output
-    assert json.loads(shown.stdout)["rows"] == []
-    assert "warning: no run 'r11' in the lake's job records or cost; closest run ids: r1" in shown.stderr
+    assert shown.exit_code == 2 and shown.stdout == "", shown.output
+    assert shown.stderr.strip() == "error: --run: no run 'r11' in the lake's job records or cost — closest run ids: r1"
+    response = api_for(parse_config(whole_config(tmp_path, lake))).handle(
+        "/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03&run=r11"), None)
+    assert response.status == 400 and json.loads(response.body)["error"]["where"] == "run", response.body
+    idle = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "IDLE"])
+    assert idle.exit_code == 2, idle.output
+    assert "; `attribute --where run=IDLE` gives the clusters' idle" in idle.stderr, idle.stderr
 
 
 def test_an_unknown_run_lists_named_runs_newest_first_before_job_ids(tmp_path):
     # twelve jobs whose run id is their job id (no label names a run) and two named runs: the
-    # warning lists the named ones, the newest first, then job ids, five in all
+    # error lists the named ones, the newest first, then job ids, five in all
     jobs = [job(str(100 + n), 1, f"2026-11-02T{n + 10}:00:00", f"2026-11-02T{n + 10}:30:00", instance_ids=["i-a"])
             for n in range(12)]
     jobs += [job("90", 1, "2026-11-02T08:00:00", "2026-11-02T09:00:00", instance_ids=["i-a"], run_id="sweep-old"),
              job("91", 1, "2026-11-02T09:00:00", "2026-11-02T10:00:00", instance_ids=["i-a"], run_id="sweep-new")]
     lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
-    result = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="nosuch"))
-    assert result.story.notes == ("no run 'nosuch' in the lake's job records or cost; known run ids: sweep-new, "
-                                  "sweep-old, 100, 101, 102, ...",)
+    with pytest.raises(UsageError) as raised:
+        runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="nosuch"))
+    assert str(raised.value) == ("--run: no run 'nosuch' in the lake's job records or cost — known run ids: "
+                                 "sweep-new, sweep-old, 100, 101, 102, ...")
 
 
 def test_a_run_nothing_names_without_a_window_names_the_since_option_or_parameter(tmp_path):

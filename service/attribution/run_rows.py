@@ -270,7 +270,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         try:
             records = job_records(lake, con, config, query.window, None, query.run)
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,
-                              ClusterUsage(query.window, query.cost, (), ())) if query.run else None
+                              ClusterUsage(query.window, query.cost, (), ()), query.naming("run")) if query.run else None
         finally:
             con.close()
         rows = [_row(side.name, side.stated, Decimal(0), None, side, set(), None) for run, side in records.items()
@@ -295,7 +295,8 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
                           max((end for end in through.values() if end), default=None), query.run)
     story = None
     if query.run:
-        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage)
+        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage,
+                          query.naming("run"))
         idle = story.idle_shares()  # one pass over the window's parts, not two
     rows = []
     for (run, currency), (name, cost, values, jobs, clusters) in costs.items():

@@ -2,7 +2,7 @@
 its jobs (each attempt) with their cost, its cost split by job type and by final state, and
 the idle of the instances while it held them.
 
-    run_story(lake, session, config, window, cost, run, usage) -> RunStory   (.to_json())
+    run_story(lake, session, config, window, cost, run, usage, where) -> RunStory   (.to_json())
 
 - jobs: each job record of the run that held GPUs in the window (the newest snapshot of each
   attempt: a Slurm requeue keeps the job id, a new attempt is a new record), with its cluster,
@@ -21,8 +21,8 @@ the idle of the instances while it held them.
   cost and its idle part. The idle is shown beside the run's cost, never inside it: those dollars
   are the cluster's `idle`, not the run's (the row's `idle_share` is of the same instances over
   the whole window, held or not).
-- notes: why the story is short: a run no record or part names (with the closest run ids), a run
-  with no job in the window (when its jobs ran), jobs that reached no billed instance.
+- notes: why the story is short: a run with no job in the window (when its jobs ran), jobs that
+  reached no billed instance. A run no record or part names is a UsageError with the closest run ids.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, data_begins, months_touched, periods_text
+from service.core.errors import UsageError
 from service.core.folding import folded, folded_forms
 from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
@@ -57,7 +58,7 @@ UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "P
 RECORD_VALUES = ("job_type", "job_state", "cluster")
 GPU_HOURS_QUANTUM = Decimal("1e-6")
 RATIO_QUANTUM = Decimal("1e-4")
-KNOWN_SHOWN = 5  # run ids a warning lists when none is close
+KNOWN_SHOWN = 5  # run ids an unknown run's error lists when none is close
 
 
 @dataclass(frozen=True)
@@ -289,10 +290,13 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
 
 
 def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
-              window: Window, cost: str, run: str, usage: ClusterUsage) -> RunStory:
-    """The story of `run` in `window` (module docstring); `session` None: a lake without a bill."""
+              window: Window, cost: str, run: str, usage: ClusterUsage, where: str) -> RunStory:
+    """The story of `run` in `window` (module docstring); `session` None: a lake without a bill; `where`
+    names the run in the UsageError of a run nothing names (`--run`, or the API's `run`)."""
     records = run_records(lake, con, config, window, run)
     jobs = run_jobs(records, [j for j in usage.jobs if folded(j.values["run"]) == folded(run)])
+    if not jobs:
+        _check_named(lake, session, con, config, run, where)
     spellings = sorted({*folded_forms(run), *(r.spelled for r in records)})
     instances = _instances(lake, session, config, window, cost, spellings) if session is not None and jobs else ()
     return RunStory(run.strip(), tuple(jobs), instances,
@@ -312,15 +316,25 @@ def _reserved(config: AttributionConfig, run: str) -> tuple[str, ...]:
     return ()
 
 
+def _check_named(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection,
+                 config: AttributionConfig, run: str, where: str) -> None:
+    """A run asked for by name is an object, as a plan is (`plans remove NAME`): one no job record or
+    cost names is a UsageError (exit 2, HTTP 400) with the closest run ids, where `attribute --where
+    run=x` filters and warns; a reserved id (`idle`) says where attribute counts its cost."""
+    named, known = _known_runs(lake, session, con)
+    if folded(run) in {folded(k) for k in known}:
+        return
+    reserved = {IDLE: "the clusters' idle", folded(config.dimensions["run"].default): "the cost no run claims"}
+    also = [f"`attribute --where run={run.strip()}` gives {reserved[folded(run)]}"] if folded(run) in reserved else []
+    raise UsageError(f"no run {run.strip()!r} in the lake's job records or cost", where=where,
+                     hint="; ".join([suggestion(run, known, "run ids", first=named, shown=KNOWN_SHOWN), *also]))
+
+
 def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, run: str, window: Window,
            jobs: list[RunJob]) -> tuple[str, ...]:
-    """Why the story is short: no such run, no job in the window, jobs without a billed instance."""
+    """Why the story is short: no job in the window, jobs without a billed instance."""
     span = window.shown()
-    if not jobs:
-        named, known = _known_runs(lake, session, con)
-        if folded(run) not in {folded(k) for k in known}:
-            hint = suggestion(run, known, "run ids", first=named, shown=KNOWN_SHOWN)
-            return (f"no run {run.strip()!r} in the lake's job records or cost; {hint}",)
+    if not jobs:  # the run is named (_check_named)
         first, last, _ = run_span(lake, con, run)
         when = f"; its jobs ran {minute_text(first)} → {minute_text(last or first)} UTC" if first else ""
         return (f"run {run.strip()!r} has no job that held GPUs in the window {span}{when}",)

@@ -116,8 +116,8 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     else:  # one run: its story (csv: its jobs, one line each)
         render_story(result, fmt, obj.config.rules)
     if result.story is not None:
-        for note in result.story.notes:  # an unknown run: exit 0 with the closest ids, as `--where` does
-            click.echo(one_line(("warning: " if note.startswith("no run ") else "note: ") + note), err=True)
+        for note in result.story.notes:
+            click.echo(one_line(f"note: {note}"), err=True)
     elif not result.rows and not result.lake_empty:
         click.echo(one_line(_why_no_run(result)), err=True)  # it names states and clusters from job records
     elif note := runs_outside_the_data(obj.lake, result):  # runs with jobs and no cost: no bill reaches the window
