@@ -168,6 +168,7 @@ API_CASES = [  # query → (where, message)
     ("by=team", ("since", "the window needs a start")),
     ("since=yesterday-ish", ("since", "cannot read 'yesterday-ish' as a time")),
     ("since=7d&until=soon", ("until", "cannot read 'soon' as a time")),
+    ("since=7d&until=mtd", ("until", "'mtd' starts a window (the month to date), it cannot end one")),
     ("since=99999999999999d", ("since", "'99999999999999d' is out of range")),
     ("since=7d&by=nope", ("by", "unknown dimension 'nope'")),
     ("since=7d&where=team", ("where", "cannot read 'team'")),

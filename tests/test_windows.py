@@ -214,6 +214,25 @@ def test_month_to_date_on_the_1st_is_the_month_just_ended():
     assert parse_window("mtd", end=later) == Window(first, later)
 
 
+def test_mtd_ends_no_window_and_an_until_is_offered_only_what_an_until_takes(setup):
+    """break48: `--until mtd` said "cannot read 'mtd' as a time — use e.g. ..., mtd, ...", offering the
+    value it refused. mtd starts a window: as an end it would be the month's start, and `--since mtd
+    --until mtd` an empty window; an --until's examples are those it reads."""
+    _, path, _ = setup
+    for since in ("7d", "mtd"):
+        shown = run(path, "--since", since, "--until", "MTD")
+        assert shown.exit_code == 2, shown.output
+        assert shown.stderr.strip() == (
+            "error: --until: 'MTD' starts a window (the month to date), it cannot end one — leave --until out to end "
+            "at the data's end (`--since mtd` alone: the month to date), or use e.g. 2d, 24h, now, 2026-11-01 or "
+            "2026-11-01T06:00:00Z"), shown.stderr
+    other = run(path, "--since", "7d", "--until", "soon")
+    assert other.exit_code == 2 and other.stderr.strip() == (
+        "error: --until: cannot read 'soon' as a time — use e.g. 2d, 24h, now, 2026-11-01 or 2026-11-01T06:00:00Z")
+    for offered in re.findall(r"e\.g\. (.*)", other.stderr)[0].replace(" or ", ", ").split(", "):
+        assert run(path, "--since", "30d", "--until", offered.strip()).exit_code == 0, offered
+
+
 def test_a_year_1_window_prints_its_year_in_four_digits(setup, tmp_path):
     """strftime's `%Y` wrote year 1 as `1` (`1-01-01 00:00 → 1-01-03 00:00 UTC`, a report's
     `1-02-01`): dates print as ISO 8601 writes them, the year in four digits."""

@@ -22,6 +22,7 @@ RELATIVE_RE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 MONTH_TO_DATE = "mtd"
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, mtd, 2026-11-01 or 2026-11-01T06:00:00Z"
+UNTIL_EXAMPLES = "use e.g. 2d, 24h, now, 2026-11-01 or 2026-11-01T06:00:00Z"  # an end: a span back, no mtd
 DATE_SHAPED_RE = re.compile(r"^\s*\d{4}-\d{1,2}-\d{1,2}")
 DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a day as the CLI documents it, and only so
 TIMED_DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d")  # a day as documented, then a time
@@ -103,8 +104,10 @@ def _day_of_time(text: str) -> str | None:
     return f"{moment.astimezone(timezone.utc).date()} (the UTC day)"
 
 
-def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since") -> datetime:
-    """A relative span back from `now`, or an absolute ISO date/time (naive means UTC)."""
+def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since",
+                  examples: str = EXAMPLES) -> datetime:
+    """A relative span back from `now`, or an absolute ISO date/time (naive means UTC); errors name
+    `option` and offer `examples` (an end's own: UNTIL_EXAMPLES)."""
     now = now or utc_now()
     match = RELATIVE_RE.match(text)
     try:
@@ -118,13 +121,13 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
         except ValueError as exc:
             if DATE_SHAPED_RE.match(text):  # 2026-11-31: a date that does not exist, not a missing duration
                 raise not_a_date(text, exc, "date or time", where=option, hint=f"use {ISO_FORMATS}") from None
-            raise UsageError(f"cannot read {text!r} as a time", where=option, hint=EXAMPLES) from None
+            raise UsageError(f"cannot read {text!r} as a time", where=option, hint=examples) from None
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)
     except OverflowError:  # 99999999999999d, or year 1 at +14:00: before the first representable instant
         raise UsageError(f"{text!r} is out of range", where=option,
-                         hint=f"times run from {MIN_INSTANT.date()} to {MAX_INSTANT.date()}; {EXAMPLES}") from None
+                         hint=f"times run from {MIN_INSTANT.date()} to {MAX_INSTANT.date()}; {examples}") from None
 
 
 def month_start(moment: datetime) -> datetime:
@@ -165,8 +168,15 @@ def parse_window(since: str, until: str | None = None, *, now: datetime | None =
 def until_instant(until: str, *, now: datetime, end: datetime | None,
                   naming: Callable[[str], str] = lambda name: f"--{name}") -> datetime:
     """A typed `until` (parse_window's): an instant or `now` as typed, a span back from the data's
-    `end` (from `now` when the lake holds no data)."""
-    return parse_instant(until, now=now if fixed_end(until) else (end or now), option=naming("until"))
+    `end` (from `now` when the lake holds no data). `mtd` starts a window and ends none (as an end it
+    would be the month's start, and `--since mtd --until mtd` empty): a UsageError, as any other
+    unreadable end, whose examples are an end's."""
+    if until.strip().lower() == MONTH_TO_DATE:
+        raise UsageError(f"{until.strip()!r} starts a window (the month to date), it cannot end one",
+                         where=naming("until"), hint=f"leave {naming('until')} out to end at the data's end (`"
+                         f"{naming('since')} mtd` alone: the month to date), or {UNTIL_EXAMPLES}")
+    return parse_instant(until, now=now if fixed_end(until) else (end or now), option=naming("until"),
+                         examples=UNTIL_EXAMPLES)
 
 
 def since_instant(since: str, stop: datetime, *, now: datetime,
