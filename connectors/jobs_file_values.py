@@ -184,8 +184,9 @@ def parse_state(value: Any, states: Mapping[str, str] | None = None, config: str
     found = states.get(text.lower()) if states else None
     found = found or normal_state(text)
     if found is None:
-        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))}; map a trace's own "
-                       f"states with {config}, e.g. {{{text.split()[0]}: COMPLETED}})")
+        # no state filled in for it: a hint copied as it stands must not mark pending jobs completed
+        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))}); map a trace's own "
+                       f"states with {config}: {{{text.split()[0]}: <the one of those it means>}}")
     return found
 
 

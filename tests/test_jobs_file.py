@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
@@ -552,7 +554,14 @@ def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert ("philly.csv: row 2 (line 3), column status (read as state): 'Waiting' is not a job state (one of "
             "BOOT_FAIL") in result.output, result.output
-    assert "map a trace's own states with inventory[0].states, e.g. {Waiting: COMPLETED}" in result.output
+    assert ("STOPPED, SUSPENDED, TIMEOUT, UNKNOWN); map a trace's own states with inventory[0].states: "
+            "{Waiting: <the one of those it means>}") in " ".join(result.output.split()), result.output
+    # break48: the hint was {Waiting: COMPLETED}, which, copied as it stood, marked waiting jobs completed;
+    # copied now, the config refuses it until a state is filled in
+    copied = yaml.safe_load(re.search(r"states: (\{.*?\})", " ".join(result.output.split()))[1])
+    refused = cli_inventory(tmp_path, tmp_path / "philly.csv", **{**PHILLY, "states": {**PHILLY["states"], **copied}})
+    assert refused.exit_code == 2, refused.output
+    assert "inventory[0].states.Waiting: '<the one of those it means>' is not a job state" in refused.output
 
 
 @pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
