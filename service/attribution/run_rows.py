@@ -295,8 +295,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
                           max((end for end in through.values() if end), default=None), query.run)
     story = None
     if query.run:
-        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage,
-                          query.naming("run"))
+        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage, query.naming("run"))
         idle = story.idle_shares()  # one pass over the window's parts, not two
     rows = []
     for (run, currency), (name, cost, values, jobs, clusters) in costs.items():
