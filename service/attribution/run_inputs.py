@@ -1,7 +1,7 @@
 """What a run's row is built from (service/attribution/run_rows.py says how): its job records
 in a window, and the idle share of the instances its jobs ran on.
 
-    job_records(lake, con, config, window, billed_until, run=None) -> {run (lower case): JobSide}
+    job_records(lake, con, config, window, billed_until, run=None, as_of=False) -> {run (lower case): JobSide}
     run_span(lake, con, run) -> (first start, last end, running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
@@ -85,14 +85,15 @@ def running_until(until: datetime) -> datetime:
     return min(until, _naive(utc_now()))
 
 
-def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
-                 window: Window, billed_until: datetime | None = None, run: str | None = None) -> dict[str, JobSide]:
+def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
+                billed_until: datetime | None = None, run: str | None = None, as_of: bool = False) -> dict[str, JobSide]:
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
     record that held GPUs and overlaps the window, as allocation reads them, with the values
     its jobs state (service/attribution/job_values.py). `billed_until`: the bill's end, where
     `held` stops (hours after it have no cost yet, so no price). `run`: that run's (any case),
-    and perhaps others whose id is not ASCII (sql.held_records_cte). Summed per run in SQL
-    (`_summed_records`), else record by record here."""
+    and perhaps others whose id is not ASCII (sql.held_records_cte). `as_of`: each job as it
+    stood at the window's end (`runs --until`): one that ended after it is RUNNING, without end
+    (AS_OF_END). Summed per run in SQL (`_summed_records`), else record by record here."""
     if not lake.has_table(JOBS_TABLE):
         return {}
     since, until = _naive(window.since), _naive(window.until)
@@ -102,7 +103,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     records = held_records_cte(params, since, until, run, failed_before=True, not_ascii=True)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
     summed = _summed_records(con, f"WITH {records}, {values}", last, Params(dict(params.values)), since, until,
-                             priced_until, running)
+                             priced_until, running, as_of)
     if summed is not None:
         return summed
     result = con.execute(
@@ -116,6 +117,8 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     # in batches: a month's 200k records read at once held ~200 MB of rows beside what they add up to
     rows = (row for batch in iter(lambda: result.fetchmany(BATCH), []) for row in batch)
     for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
+        if as_of and end is not None and end > until:  # still running at the window's end
+            state, end = AS_OF_END, None
         restart = restarted[folded(run_id)].told(start, end, state, work_of(job_id, name, scheduler))
         if end is not None and end <= since:  # a failure before the window: its restarts count in it
             continue
@@ -148,17 +151,20 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     return runs
 
 
+AS_OF_END = "RUNNING"  # the state of a job that ended after the window's end, as of that end
 TOLD = "start_time, end_time NULLS LAST, record_id"  # the order Restarts is told a run's jobs in
 PRINTABLE = "[ -~]*"  # ASCII: where DuckDB's trim, lower and regexes read a text as Python's do
 
 
 def _summed_records(con: duckdb.DuckDBPyConnection, ctes: str, last: str, params: Params, since: datetime,
-                    until: datetime, priced_until: datetime, running: datetime) -> dict[str, JobSide] | None:
+                    until: datetime, priced_until: datetime, running: datetime,
+                    as_of: bool = False) -> dict[str, JobSide] | None:
     """`job_records`' answer summed per run in SQL (a month's 200k records never come into
     Python one by one): restarts by Restarts' rules, over windows in the order it is told a run's
     jobs; the last state by its tie rules; GPU-microseconds per GPU count (a DOUBLE is made a
     decimal in Python, `job_gpus`). None (the caller loops in Python) where a run id, job id,
-    name or cluster is not printable ASCII: there `folded` and `work_of` are not SQL's lower and trim."""
+    name or cluster is not printable ASCII: there `folded` and `work_of` are not SQL's lower and trim.
+    `as_of`: a job's state and end as they stood at `until` (`job_records`)."""
     not_failed = ", ".join(f"'{state}'" for state in NOT_FAILED if state)
     name = "lower(trim(name))"
     work = (f"CASE WHEN nullif(trim(name), '') IS NULL OR scheduler = 'kubernetes' THEN NULL ELSE coalesce(nullif("
@@ -169,6 +175,9 @@ def _summed_records(con: duckdb.DuckDBPyConnection, ctes: str, last: str, params
                      f"min(r_failed) OVER (PARTITION BY r_run, r_work {before}), min(CASE WHEN r_work IS NULL "
                      f"THEN r_failed END) OVER (PARTITION BY r_run {before})) END")  # failures_it_may_redo's
     since_, until_ = params.bind(since, "r_since"), params.bind(until, "r_until")
+    if as_of:  # a job that ended after the window's end was running as of it
+        last = (f"(SELECT * REPLACE (CASE WHEN end_time > {until_} THEN '{AS_OF_END}' ELSE state END AS state, "
+                f"CASE WHEN end_time > {until_} THEN NULL ELSE end_time END AS end_time) FROM {last})")
     start = f"epoch_us(greatest(start_time, {since_}))"
     held = f"greatest(epoch_us(least(coalesce(end_time, {params.bind(running, 'r_running')}), {until_})) - {start}, 0)"
     priced_end = params.bind(priced_until, "r_priced")

@@ -20,8 +20,8 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
   hours inside the window (a running job up to the window's end), state = its last job's (the one
   that ended last; a running one is last), start = the first start of those jobs (a job's own
   start, before the window if it began earlier; a run's jobs that ended before the window are not
-  among them), end = their last end (None while one runs); EKS pods have
-  no job record: jobs = its pods, the rest unknown;
+  among them), end = their last end (None while one runs; with `until`, as of it: a job ended after
+  it is RUNNING, as_of); EKS pods have no job record: jobs = its pods, the rest unknown;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
   credits make it no share (outside 0-100%: core.units.share_of);
@@ -89,6 +89,7 @@ class RunsQuery:
     # without `until`: the window at another data end (`window_at`); None when `until` fixed it
     anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
     naming: Naming = field(default=cli_option, compare=False, repr=False)  # how errors found later name parameters
+    as_of: bool = False  # `until` given: a run's state and end as they stood at the window's end (job_records)
 
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
@@ -120,7 +121,7 @@ class RunsQuery:
         now = now or utc_now()
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
                    cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming),
-                   naming)
+                   naming, bool(until))
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     if session is None:  # no bill in the lake: the runs of its job records, without cost
         con = lake.query(tables=READ_TABLES)
         try:
-            records = job_records(lake, con, config, query.window, None, query.run)
+            records = job_records(lake, con, config, query.window, None, query.run, query.as_of)
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,
                               ClusterUsage(query.window, query.cost, (), ()), query.naming("run")) if query.run else None
         finally:
@@ -292,7 +293,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         sums, usage = summed
         costs = {key: [s.name, s.cost, s.values, s.jobs, s.clusters] for key, s in sums.items()}
     records = job_records(lake, session.con, config, query.window,
-                          max((end for end in through.values() if end), default=None), query.run)
+                          max((end for end in through.values() if end), default=None), query.run, query.as_of)
     story = None
     if query.run:
         story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage, query.naming("run"))
