@@ -149,7 +149,9 @@ def test_a_query_with_clusters_reads_each_job_snapshot_record_for_its_digest_and
                                                                                                 monkeypatch):
     """The rollups' version (jobs_basis) read every job snapshot's record for its digest (then
     again to see no commit passed by) and once more for its times: 4 reads a query with the
-    check; the times now come from the record the digest was taken from."""
+    check; then 3, the times from the record the digest was taken from; now 1: the reader holds
+    the job snapshots with its costs (service/core/snapshot_pins.py), each by the record its
+    check read, and the version, the views and `job_snapshots` are of those."""
     from service.core import snapshot_ledger
 
     lake, cfg = lake_seen_running(tmp_path)
@@ -157,7 +159,7 @@ def test_a_query_with_clusters_reads_each_job_snapshot_record_for_its_digest_and
     read, reads = snapshot_ledger._read_record, []
     monkeypatch.setattr(snapshot_ledger, "_read_record", lambda path: reads.append(path.name) or read(path))
     assert by(lake, cfg, ["run"]) == ENDED
-    assert Counter(reads) == {"snapshot_date=2026-11-02.json": 3, "snapshot_date=2026-11-05.json": 3}
+    assert Counter(reads) == {"snapshot_date=2026-11-02.json": 1, "snapshot_date=2026-11-05.json": 1}
 
 
 # What each snapshot asked (service/core/job_windows.py: a hash of the settings that decide

@@ -338,10 +338,10 @@ def test_43_a_scrape_takes_its_windows_end_and_its_numbers_from_one_lake_state(t
     take_snapshot = snapshot_module.take_snapshot
     committed = []
 
-    def commit_first(of):
+    def commit_first(of, *tables):
         if not committed:  # the scrape has begun; its first snapshot meets the new delivery
             committed.append(commit(lake, "cur", later, delivery_id="d2"))
-        return take_snapshot(of)
+        return take_snapshot(of, *tables)
 
     with monkeypatch.context() as patch:
         patch.setattr(snapshot_module, "take_snapshot", commit_first)

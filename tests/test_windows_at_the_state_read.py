@@ -29,10 +29,10 @@ def committing_at_first_snapshot(monkeypatch, lake: Lake, committed: list):
 
     take_snapshot = snapshot_module.take_snapshot
 
-    def commit_first(of):
+    def commit_first(of, *tables):
         if not committed:
             committed.append(commit(lake, "cur", [*FIRST, LATER], delivery_id="d2"))
-        return take_snapshot(of)
+        return take_snapshot(of, *tables)
 
     with monkeypatch.context() as patch:
         patch.setattr(snapshot_module, "take_snapshot", commit_first)

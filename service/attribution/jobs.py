@@ -18,6 +18,7 @@ from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
 from service.core.job_windows import asked_alike, window_stamp
 from service.core.snapshot_ledger import recorded_snapshot
+from service.core.snapshot_pins import Pinned
 
 JOBS_TABLE = "jobs"
 
@@ -47,13 +48,20 @@ def label_keys(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
         "SELECT DISTINCT unnest(map_keys(labels)) FROM jobs WHERE labels IS NOT NULL").fetchall()))
 
 
-def jobs_basis(lake: Lake) -> dict[str, str]:
+def jobs_basis(lake: Lake, pinned: Mapping[str, Sequence[Pinned]] | None = None) -> dict[str, str]:
     """Each configured job source (`jobs/source=<name>`) → a digest of its snapshot files'
     names and contents: a new or changed snapshot changes it, so the rollups of a config with
     `clusters:` are rebuilt (history is every snapshot of a source, not only its latest); a
     snapshot rewritten with the same records (a re-run the same day) changes nothing. The
     digests are the snapshots' recorded ones (`snapshot_digest`): no file is read whole, and
-    each record is read for its digest and times at once."""
+    each record is read for its digest and times at once. `pinned`: a reader's snapshot's
+    tables (service/core/snapshot_pins.py): the job snapshots it holds, not those there now."""
+    if pinned is not None and JOBS_TABLE in pinned:
+        held: dict[str, list[tuple[str, str, str]]] = {}
+        for pin in pinned[JOBS_TABLE]:
+            digest = pin.digest or recorded_snapshot(lake, pin.folder / DATA_FILE)[0]
+            held.setdefault(pin.folder.parent.name, []).append((pin.folder.name, digest, window_stamp(pin.record)))
+        return basis_of(held)
     stamps = {}
     for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
         if lake.counts(source_dir.name.split("=", 1)[1]):

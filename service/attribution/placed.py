@@ -111,7 +111,7 @@ def stored_placed(lake: Lake, config: AttributionConfig, snapshot: Snapshot,
     reads would give it parts of other jobs than its costs); None: the lake's latest."""
     if config.clusters is None:
         return None
-    inventory = inventory_latest(lake, config) if inventory is None else inventory
+    inventory = inventory_latest(lake, config, snapshot.tables) if inventory is None else inventory
     found = derived_records.problems(lake)
     files = [placed_file(lake, part, version_of(config, part.entry, inventory).name)
              for part in cost_partitions(lake, snapshot)]

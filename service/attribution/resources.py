@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from service.attribution.needs import Needs
-from service.attribution.rollup_versions import READ_TABLES, cost_partitions, inventory_keys, recorded_tag_keys
+from service.attribution.rollup_versions import HELD_TABLES, READ_TABLES, cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sessions import answer_on
 from service.attribution.sql import resources_sql
 from service.attribution.tag_keys import all_tag_keys_sql
@@ -22,7 +22,7 @@ def attribute_resources(lake: Lake, config: AttributionConfig | Config,
     """Resource id → {dimension: value} from the resource's latest cost line (all resources
     with a cost line when `resource_ids` is empty). Resources without cost lines are absent."""
     config = attribution_of(config)
-    return read_consistently(lake, lambda snapshot: _resources(lake, config, resource_ids, snapshot))
+    return read_consistently(lake, lambda snapshot: _resources(lake, config, resource_ids, snapshot), HELD_TABLES)
 
 
 def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str], snapshot) -> dict:

@@ -122,7 +122,7 @@ class RollupSplit:
 
 
 def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> RollupSplit:
-    inventory = inventory_latest(lake, config)
+    inventory = inventory_latest(lake, config, snapshot.tables)
     found = derived_records.problems(lake)
     stored, missing = [], []
     for part in cost_partitions(lake, snapshot):

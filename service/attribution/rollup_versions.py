@@ -13,6 +13,7 @@ service/attribution/rollup_build.py writes them and removes superseded ones.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +26,14 @@ from service.core.lake import DATA_FILE, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
 from service.core.snapshot_ledger import snapshot_digest
+from service.core.snapshot_pins import Pinned
 
 ROLLUP_TABLE = "attribution_rollup"
 # What attribution reads of the lake (the tables a version names the state of): its connections
 # open these views alone, so a damaged table it does not read (findings, plans) stops none of it
 READ_TABLES = ("costs", "resource_tags", JOBS_TABLE)
+TAGS_TABLE = "resource_tags"
+HELD_TABLES = READ_TABLES[1:]  # what a reader holds with its costs, as they were (core.snapshot_pins)
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
 ROLLUP_FORMAT = "3"  # 2: an EKS pod's run from its run tag on any of its rows; 3: a window job left out by a
 # snapshot that asked otherwise ends when last seen (service/core/job_windows.py), and a pod read by name
@@ -83,11 +87,17 @@ def version_of(config: AttributionConfig, entry: LedgerEntry, inventory: dict[st
                    inventory=_hash(inventory_basis(inventory)))
 
 
-def inventory_latest(lake: Lake, config: AttributionConfig | None = None) -> dict[str, str]:
+def inventory_latest(lake: Lake, config: AttributionConfig | None = None,
+                     pinned: Mapping[str, Sequence[Pinned]] | None = None) -> dict[str, str]:
     """What attribution reads of `resource_tags`: `source=<name>` → SHA-256 of that configured
     source's latest snapshot. A new day's identical snapshot changes nothing. With
-    `clusters:` in `config`, the job snapshots too (`jobs_basis`)."""
-    latest = jobs_basis(lake) if config is not None and config.clusters is not None else {}
+    `clusters:` in `config`, the job snapshots too (`jobs_basis`). `pinned`: a reader's
+    snapshot's tables (Snapshot.tables): the snapshots it holds, not those there now."""
+    latest = jobs_basis(lake, pinned) if config is not None and config.clusters is not None else {}
+    if pinned is not None and TAGS_TABLE in pinned:
+        for pin in pinned[TAGS_TABLE]:  # sorted: a source's latest comes last
+            latest[pin.folder.parent.name] = pin.digest or snapshot_digest(lake, pin.folder / DATA_FILE)
+        return latest
     for source_dir in sorted(lake.table_dir("resource_tags").glob("source=*")):
         if not lake.counts(source_dir.name.split("=", 1)[1]):
             continue

@@ -21,7 +21,7 @@ from rules.context import HeldHours, JobAttempt, Owner, RunCost, RunCosts
 from service.attribution.clusters import JobCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
-from service.attribution.rollup_versions import READ_TABLES
+from service.attribution.rollup_versions import HELD_TABLES, READ_TABLES
 from service.attribution.run_inputs import SEVERAL, placed_parts
 from service.attribution.run_story import RunJob, run_jobs, run_records
 from service.attribution.sql import MEASURES
@@ -45,7 +45,8 @@ def run_costs_lookup(lake: Lake, config: Config) -> RunCosts | None:
     # to the end of `rules run` were the floor under the attributions of the rules after it
     def run_costs(window: Window, cost_column: str) -> list[RunCost]:
         measure = MEASURE_OF[cost_column]
-        return read_consistently(lake, lambda snapshot: _run_costs(lake, snapshot, attribution, window, measure))
+        return read_consistently(lake, lambda snapshot: _run_costs(lake, snapshot, attribution, window, measure),
+                                 HELD_TABLES)
 
     return run_costs
 
@@ -75,7 +76,7 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
                     "coalesce(category, 'Usage') = 'Usage' AND coalesce(currency, 'USD') = 'USD' "
                     "GROUP BY resource, hour")}
 
-        return read_consistently(lake, on)
+        return read_consistently(lake, on, HELD_TABLES)
 
     return held_hours
 

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
+from service.attribution.rollup_versions import HELD_TABLES
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
@@ -32,9 +33,10 @@ def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | 
     """`answer(session)` with the rollups on the engine that runs the SQL: DuckDB (default),
     on one consistent snapshot of the lake, or Spark, same SQL; the session is None when the
     lake that engine reads holds no cost partition. `needs`: what `answer` reads (default
-    all; see RollupSession)."""
+    all; see RollupSession). The job records and tags it reads are those of the costs' state
+    (Snapshot.tables), however their sources are read again meanwhile."""
     if engine is None or engine.kind == "duckdb":
-        return read_consistently(lake, lambda snapshot: answer_on(lake, config, snapshot, answer, needs))
+        return read_consistently(lake, lambda snapshot: answer_on(lake, config, snapshot, answer, needs), HELD_TABLES)
     from service.attribution.spark.session import SparkRollupSession
 
     session = SparkRollupSession(lake, config, engine)

@@ -75,7 +75,7 @@ def tops_folder(lake: Lake, config: Config | str) -> Path:
 
 def tops_file(lake: Lake, config: Config, snapshot: Snapshot) -> Path:
     """Where the tops of `config` for the lake state `snapshot` (and today's inventory) are."""
-    return tops_folder(lake, config) / f"{_state_name(snapshot, inventory_latest(lake, config.attribution))}.parquet"
+    return tops_folder(lake, config) / f"{_state_name(snapshot, inventory_latest(lake, config.attribution, snapshot.tables))}.parquet"
 
 
 def _state_name(snapshot: Snapshot, inventory: dict[str, str]) -> str:

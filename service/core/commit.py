@@ -32,6 +32,7 @@ from service.core.files import DATA_FILE, check_partition_value, files_named, fs
 from service.core.ledger import CurrencyTotals, FinalWhen, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import recording
+from service.core.snapshot_pins import keep, sweep
 from service.core.staging import stage_parts, write_empty
 from service.core.units import utc_now_iso
 from service.core.usage_end import (FUTURE_LINES, LATEST_END, USAGE_BEGINS, USAGE_END, USAGE_LINE, bound_at,
@@ -303,8 +304,12 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
             record = recording(lake, staged, target, facts)
         else:
             record = derived_records.recording(lake, con, staged, target)
-        with record:
+        with record as written:
+            if version is None:  # readers holding the file it replaces read it on (snapshot_pins)
+                keep(staged, target, written["sha256"])
             install(staged, target)
+        if version is None:
+            sweep(target.parent.parent)
         return target
     except duckdb.Error as exc:
         raise duckdb_error(exc, f"could not write {table}", where=str(staged)) from None

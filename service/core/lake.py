@@ -149,14 +149,14 @@ class Lake:
         else:
             if "costs" in tables:
                 cost_view(con, snapshot or self.snapshot())
-            table_views(self, con, tables)
+            table_views(self, con, tables, snapshot.tables if snapshot else None)
         return con
 
     def create_views(self, con: duckdb.DuckDBPyConnection, snapshot: Snapshot | None = None) -> None:
         """`costs` over the ledger's verified partitions of the configured sources (`snapshot`, default
         one taken now) and a view per inventory table (service/core/lake_views.py)."""
         cost_view(con, snapshot or self.snapshot())
-        table_views(self, con)
+        table_views(self, con, pinned=snapshot.tables if snapshot else None)
 
     def table_views(self, con: duckdb.DuckDBPyConnection, tables: Collection[str] | None = None) -> None:
         """A view per inventory table (of `tables`, default every one); see lake_views.table_views."""
@@ -173,11 +173,11 @@ class Lake:
         the partitions on disk that the ledger does not list (`unlisted`)."""
         return stable_checks(self, deep=deep)[1]
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, tables: Collection[str] = ()) -> Snapshot:
         """The configured sources' cost partitions, each checked against the ledger (size,
         footer row count, and the last `verify`); any mismatch is a DataError naming the
-        files and the fix, never a smaller total."""
-        return take_snapshot(self)
+        files and the fix, never a smaller total. `tables`: inventory tables held with them."""
+        return take_snapshot(self, tables)
 
     def verify(self, record: bool = True) -> list[PartitionCheck]:
         """Re-hash and re-sum every configured cost partition; the damaged ones are recorded

@@ -10,6 +10,7 @@ from pathlib import Path
 from service.core.errors import DataError, damaged_lake_file, resource_error
 from service.core.integrity import partition_error
 from service.core.snapshot_ledger import snapshot_checks, snapshot_error
+from service.core.snapshot_pins import KEPT
 
 # DuckDB errors about the SQL, not the bytes read: no reason to hash the lake
 NOT_DAMAGE = ("BinderException", "ParserException", "CatalogException", "InterruptException")
@@ -33,7 +34,8 @@ def unnamed_damage(lake, exc: BaseException) -> DataError | None:
             return partition_error(costs)
         hashed = {Path(c.path) for c in checks if c.state == "ok"}
         return _unreadable(lake, [path for path in sorted(lake.root.glob("[a-z]*/source=*/*=*/*.parquet"))
-                                  if path.parts[-4] != "costs" and path not in hashed])
+                                  if path.parts[-4] != "costs" and path not in hashed
+                                  and not path.name.startswith(KEPT)])  # a hashed snapshot's other name
     except (OSError, DataError):
         return None
 

@@ -4,7 +4,7 @@ Paths are bound, never pasted."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import duckdb
 
@@ -13,6 +13,7 @@ from service.core.files import TABLE_RE
 from service.core.integrity import damaged_table_error
 from service.core.schema import COST_COLUMNS, cost_view_select
 from service.core.snapshot import Snapshot
+from service.core.snapshot_pins import Pinned
 from service.core.snapshot_ledger import SnapshotLake, table_files, table_names
 
 
@@ -34,14 +35,19 @@ def cost_view(con: duckdb.DuckDBPyConnection, snapshot: Snapshot) -> None:
         )
 
 
-def table_views(lake: SnapshotLake, con: duckdb.DuckDBPyConnection, tables: Collection[str] | None = None) -> None:
+def table_views(lake: SnapshotLake, con: duckdb.DuckDBPyConnection, tables: Collection[str] | None = None,
+                pinned: Mapping[str, tuple[Pinned, ...]] | None = None) -> None:
     """A view per inventory table (of `tables`, default every one) over the configured
-    sources' snapshots, and `job_snapshots` from the job snapshots' records as checked."""
+    sources' snapshots, and `job_snapshots` from the job snapshots' records as checked; a table
+    `pinned` holds (a snapshot's: service/core/snapshot_pins.py) over the files it holds, as
+    they were when it was taken, not those there now."""
+    pinned = pinned or {}
     job_files: list[tuple[str, dict | None]] = []
     for name in table_names(lake.root):  # a table folder removed whole is missed too
         if name == "costs" or not TABLE_RE.match(name) or (tables is not None and name not in tables):
             continue
-        found = table_files(lake, name)  # an inventory snapshot checked against its record
+        found = ([(p.path, p.record) for p in pinned[name]] if name in pinned
+                 else table_files(lake, name))  # an inventory snapshot checked against its record
         job_files = found if name == "jobs" else job_files
         files = [path for path, _ in found]
         if files:

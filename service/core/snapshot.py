@@ -11,7 +11,9 @@ changed while it read.
 - `stable_checks(lake)`: every configured cost partition against the entry it matches. A
   mismatch seen while the ledger changed is a commit passing by: look again. A mismatch on
   a ledger that stayed the same is damage.
-- `take_snapshot(lake)`: those checks, verified (damage is a DataError naming the files).
+- `take_snapshot(lake, tables)`: those checks, verified (damage is a DataError naming the files),
+  and the inventory `tables` the read reads, held as they are now (service/core/snapshot_pins.py):
+  a source read again while it reads changes neither the records nor the tags it reads.
 - `read_consistently(lake, read)`: `read(snapshot)` once no commit is placing files (a commit
   fsyncs its files before it announces them: that takes renames only), and again until no
   commit touched the lake while it ran, so an answer never mixes two states; after
@@ -26,8 +28,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -38,6 +40,7 @@ from service.core.files import listed
 from service.core.integrity import (PartitionCheck, deep_check, partition_error, quick_check, sha256_file,
                                     with_verify_findings)
 from service.core.ledger import LedgerState
+from service.core.snapshot_pins import Pinned, pin_tables
 
 
 class LakeFiles(Protocol):
@@ -52,6 +55,7 @@ class LakeFiles(Protocol):
     def ledger_state(self) -> LedgerState: ...
     def ledger_stamp(self) -> tuple[int, ...]: ...
     def read_state(self, name: str) -> dict: ...
+    def write_state(self, name: str, data: dict) -> None: ...
     def lock_holder(self, name: str = "ingest") -> str | None: ...
 
 
@@ -65,11 +69,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The ledger as read, and each configured cost partition with the entry its file matches."""
+    """The ledger as read, and each configured cost partition with the entry its file matches;
+    `tables`: the inventory tables taken with them (snapshot_pins), read as they were then."""
 
     ledger: LedgerState
     checks: tuple[PartitionCheck, ...]
     in_flight: bool  # a live commit had not placed all its files yet: they may change during a read
+    tables: Mapping[str, tuple[Pinned, ...]] = field(default_factory=dict, compare=False)
 
 
 def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False) -> tuple[list[PartitionCheck], bool]:
@@ -140,24 +146,26 @@ def stable_checks(lake: LakeFiles, *, deep: bool = False) -> tuple[LedgerState, 
         time.sleep(0.02)
 
 
-def take_snapshot(lake: LakeFiles) -> Snapshot:
+def take_snapshot(lake: LakeFiles, tables: Collection[str] = ()) -> Snapshot:
     """The configured cost partitions, each matching its ledger entry, or a DataError naming
-    the ones that do not (and those the last `spendlake verify` found damaged)."""
+    the ones that do not (and those the last `spendlake verify` found damaged); with the
+    inventory `tables` held as they are now (snapshot_pins.pin_tables)."""
     state, checks, in_flight = stable_checks(lake)
     checks = with_verify_findings(checks, lake.read_state("verify").get("problems", []),
                                   {e.key: e for e in state.entries})
     bad = [c for c in checks if not c.ok]
     if bad:
         raise partition_error(bad)
-    return Snapshot(state, tuple(checks), in_flight)
+    return Snapshot(state, tuple(checks), in_flight, pin_tables(lake, tables))
 
 
-def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T]) -> T:
-    """`read(snapshot)`, read again while commits change the lake under it (see the module)."""
+def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T], tables: Collection[str] = ()) -> T:
+    """`read(snapshot)`, read again while commits change the lake under it (see the module);
+    the snapshot holds the inventory `tables` the read reads (take_snapshot)."""
     deadline = time.monotonic() + READ_PATIENCE
     vanished = reread = 0
     while True:
-        snapshot = take_snapshot(lake)
+        snapshot = take_snapshot(lake, tables)
         if snapshot.in_flight and time.monotonic() < deadline:
             time.sleep(0.05)  # a commit is placing its files: read once they are all in place
             continue

@@ -121,16 +121,16 @@ def _read_record(path: Path) -> dict | None:
 
 
 @contextmanager
-def recording(lake: SnapshotLake, staged: Path, target: Path, facts: dict | None = None) -> Iterator[None]:
-    """Record `staged` as the snapshot at `target` around the block that moves it there, with
-    `facts` about it (a window job source's times: service/core/job_windows.py)."""
+def recording(lake: SnapshotLake, staged: Path, target: Path, facts: dict | None = None) -> Iterator[dict]:
+    """Record `staged` as the snapshot at `target` around the block that moves it there (given
+    the record), with `facts` about it (a window job source's times: service/core/job_windows.py)."""
     record_path = record_file(lake.root, target)
     _note_records_since(lake.root, staged)
     new = describe(staged) | (facts or {})
     old = _read_record(record_path)
     previous = {k: old.get(k) for k in RECORD_FIELDS} if old else (describe(target) if target.exists() else None)
     write_json_atomic(record_path, {**new, "written_at": utc_now_iso(), "previous": previous})
-    yield
+    yield new
     write_json_atomic(record_path, {**new, "written_at": utc_now_iso()})
     forget_problems(lake, {_key_of(lake.root, target)})
 
