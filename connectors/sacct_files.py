@@ -22,7 +22,7 @@ from connectors.slurm_json import json_attempts
 from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter
 from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
 from connectors.slurm_records import REQUIRED, Attempt, BadRecord, GpuShares, attempts_schema, stored_attempts
-from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
+from connectors.slurm_warnings import said_not_utf8, said_read, said_warnings, slurm_errors
 from service.core import json_text
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
             return stored(con, "SELECT * FROM {empty}", empty=attempts_schema().empty_table())
         if first[0] in "{[" or first.startswith("null"):
             attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster, shares)
-            return said_no_gpus(con, path, said_skewed(con, path, stored_attempts(con, attempts, number)))
+            return said_read(con, path, stored_attempts(con, attempts, number))
         delimiter = header_delimiter(first, REQUIRED) or ("|" if "|" in first else None)
         if delimiter is None and in_directory:
             log.warning("%s: not sacct output (neither JSON nor a header of sacct's column names): skipped", path)
@@ -76,7 +76,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
                                     number)
     if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
-    return said_no_gpus(con, path, said_skewed(con, path, table))
+    return said_read(con, path, table)
 
 
 def _unzipped(raw: IO[bytes]) -> IO[bytes]:

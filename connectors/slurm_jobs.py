@@ -34,8 +34,7 @@ from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, GpuShares, slurm_jobs, stored_attempts
-from connectors.slurm_warnings import (said_no_gpus, said_skewed, said_stale_running, said_unshared_gpus,
-                                      said_warnings, slurm_errors)
+from connectors.slurm_warnings import said_read, said_stale_running, said_unshared_gpus, said_warnings, slurm_errors
 from service.core import json_text
 from service.core.config_base import HttpUrl, exactly_one
 from service.core.errors import DataError, SourceError
@@ -148,7 +147,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
-        table = said_no_gpus(con, url, said_skewed(con, url, stored_attempts(con, attempts)))
+        table = said_read(con, url, stored_attempts(con, attempts))
         said_unshared_gpus(con, url, f"SELECT * FROM {table}", f"{self.config_path}.shared_gpus")
         return table
 

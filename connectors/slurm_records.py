@@ -53,7 +53,8 @@ GpuShares = tuple[tuple[str, float], ...]
 SHARING_GRES = ("mps", "shard")  # Slurm's GRES that share GPUs (CUDA MPS, Sharding)
 EPOCH = r"\d{9,11}"  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
-_PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
+# a key=value word of a comment (a value "quoted" to hold spaces; a stray quote is dropped), apart from its neighbours
+_PAIR = re.compile(r'(?<![^\s,;])([A-Za-z_][\w.\-/]*)=("[^"]*"(?![^\s,;])|[^\s,;]*)')
 
 
 class BadRecord(ValueError):
@@ -127,8 +128,9 @@ def _shared(text: str | None) -> str | None:
 
 @lru_cache(maxsize=65_536)
 def comment_labels(comment: str | None) -> dict[str, str]:
-    """Labels a job comment carries: a JSON object, or key=value pairs (`run=sft-v2 job_type=sft`).
-    Cached (a run's jobs share a comment): callers copy, never change, what it returns."""
+    """Labels a job comment carries: a JSON object, or its key=value words (`run=sft-v2 job_type=sft`;
+    `run=r9 resumed after OOM` → run r9: the other words are not labels). Cached (a run's jobs
+    share a comment): callers copy, never change, what it returns."""
     text = (comment or "").strip()
     if text.startswith("{"):
         try:
@@ -138,10 +140,14 @@ def comment_labels(comment: str | None) -> dict[str, str]:
         if isinstance(data, dict):
             return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items() if v is not None}
         return {}
-    pairs = _PAIR.findall(text)
-    if not pairs or _PAIR.sub("", text).strip(" \t,;"):
-        return {}  # free text, not (only) pairs
-    return {key: value.strip('"') for key, value in pairs}
+    return {key: value.strip('"') for key, value in _PAIR.findall(text)}
+
+
+def unread_labels(comment: str | None) -> bool:
+    """A comment that looks meant as labels (a `{`, an `=`) and yields none: JSON that does not
+    parse, `=` with no key=value word."""
+    text = (comment or "").strip()
+    return (text.startswith("{") or "=" in text) and not comment_labels(text)
 
 
 class Attempt:

@@ -13,6 +13,8 @@ from typing import Any
 
 import duckdb
 
+from connectors.slurm_records import unread_labels
+
 log = logging.getLogger(__name__)
 
 NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
@@ -61,6 +63,27 @@ def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str
         log.warning("%s: %d record(s) end before they start (clock skew?), counted as holding no GPU time; "
                     "the first, job %s: End %s, Start %s", where, count, job, end.isoformat(),
                     start.isoformat() if start else None)
+    return attempts
+
+
+def said_read(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:
+    """`attempts` (a table's name), after what is said of one file's or answer's records as a whole."""
+    return said_no_gpus(con, where, said_unread_comments(con, where, said_skewed(con, where, attempts)))
+
+
+def said_unread_comments(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:
+    """`attempts` (a table's name), after one line for records whose Comment looks meant as labels
+    (a `{`, an `=`) yet yields none (slurm_records.unread_labels): their run is then the job's."""
+    unread = [comment for (comment,) in con.sql(f"SELECT DISTINCT comment FROM {attempts} WHERE "
+                                                "comment LIKE '{%' OR contains(comment, '=')").fetchall()
+              if unread_labels(comment)]
+    if unread:
+        [(count, job, comment)] = con.execute(f"SELECT count(DISTINCT record_id), arg_min(job_id, _row), "
+                                              f"arg_min(comment, _row) FROM {attempts} WHERE list_contains(?, comment)",
+                                              [unread]).fetchall()
+        log.warning("%s: %d record(s) have a Comment that looks like labels but yields none (JSON that does not "
+                    "parse, or no key=value word), so their run is their job's; the first, job %s: %r", where, count,
+                    job, comment[:120])
     return attempts
 
 

@@ -188,7 +188,7 @@ def test_a_line_break_in_a_comment_continues_the_record_not_fails_the_source(tmp
     header has 17"); read column-wise too, as the line reader reads it."""
     assert run(tmp_path / "json", path=str(SLURM / "sacct-line-break.json")).error is None
     assert read_by_both(tmp_path, monkeypatch, SLURM / name) == jobs(tmp_path / "json", "* EXCLUDE (snapshot_date)")
-    assert jobs(tmp_path / "columns", "name, labels") == [("a\tb", {"comment": "run=x\ny|z"})]
+    assert jobs(tmp_path / "columns", "name, labels") == [("a\tb", {"run": "x", "comment": "run=x\ny|z"})]  # its key=value word
 
 
 def read_by_both(tmp_path, monkeypatch, path) -> list[tuple]:

@@ -224,7 +224,7 @@ def test_gpus_from_alloc_tres(tres, gpus):
 @pytest.mark.parametrize("comment, labels", [
     ('{"run": "r1", "seed": 3}', {"run": "r1", "seed": "3"}), ("run=sft-v2 job_type=sft", {"run": "sft-v2", "job_type": "sft"}),
     ('team=nlp, project="big model";', {"team": "nlp", "project": "big model"}), ("resubmitted after OOM", {}),
-    ("run=x but also words", {}), ("{not json", {}), ("", {}), (None, {})])
+    ("run=x but also words", {"run": "x"}), ("{not json", {}), ("", {}), (None, {})])
 def test_labels_a_comment_carries(comment, labels):
     assert comment_labels(comment) == labels
 
