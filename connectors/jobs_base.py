@@ -29,6 +29,8 @@ from service.core.errors import DataError, SourceError
 from service.core.files import hidden_folder
 from service.core.folding import folded
 from service.core.schema import INVENTORY_TABLES
+from service.core.timewindow import CLOCK_SKEW
+from service.core.units import naive_utc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -268,3 +270,19 @@ def empty_file(path: Path, size: int) -> None:
     """The one line a job file without a byte of data gets: it counts as no jobs."""
     log.warning("%s: %s: counted as no jobs (a scheduler's export writes a header even without jobs: was it "
                 "still being written, or did the export fail?)", path, "0 bytes" if not size else "only blank lines")
+
+
+def said_ahead(con: duckdb.DuckDBPyConnection, where: Path | str, rows: str, now: datetime, zone_key: str,
+               zone: str) -> None:
+    """One line for the jobs of `rows` (SQL: job_id, start_time as naive UTC, `_row`) that start after
+    `now`, the snapshot's time, by more than CLOCK_SKEW, which no job can: their times are read in
+    another zone than they were written in (a file written in Asia/Tokyo read as UTC starts every
+    job 9 hours late), or the clock that wrote them runs ahead. `zone_key`: the config key naming `zone`."""
+    [(count, job, start)] = con.execute(
+        f"SELECT count(*), arg_min(job_id, _row), arg_min(start_time, _row) FROM ({rows}) AS t "
+        "WHERE start_time > ?", [naive_utc(now) + CLOCK_SKEW]).fetchall()
+    if count:
+        log.warning("%s: %d job(s) start after this snapshot was taken (%s UTC), which no job can; the first, job %s "
+                    "at %s UTC: its times are read in %s (%s): written in another zone? (set %s to theirs; else the "
+                    "clock that wrote them runs ahead)", where, count, naive_utc(now).isoformat(timespec="seconds"), job,
+                    start.isoformat(timespec="seconds"), zone, zone_key, zone_key)

@@ -41,14 +41,15 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files, stored
+from connectors.jobs_base import (empty_file, job_file, job_row, jobs_arrow, jobs_schema, said_ahead, source_files,
+                                  stored)
 from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS, JobsFileSource
 from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks_like_data, parquet_table, records,
                                       sacct_output, shown)
-from connectors.jobs_file_values import (SKEW, BadValue, origin_utc, parse_count_time, parse_gpu_percent, parse_gpus,
-                                         parse_instance_ids, parse_instances, parse_labels, parse_nodes,
-                                         parse_restarts, parse_shared_text, parse_state, parse_text, parse_time,
-                                         present)
+from connectors.jobs_file_values import (SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
+                                         parse_gpu_percent, parse_gpus, parse_instance_ids, parse_instances,
+                                         parse_labels, parse_nodes, parse_restarts, parse_shared_text, parse_state,
+                                         parse_text, parse_time, present)
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -84,6 +85,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")
         tables = [self._read(con, path, number) for number, path in enumerate(files)]
+        for table, path in zip(tables, files):
+            said_ahead(con, path, f"SELECT * FROM {table}", now, f"{self.config_path}.timezone", self.config.timezone)
         return [SnapshotPart("jobs", merged(con, tables, files))]
 
     def _read(self, con: duckdb.DuckDBPyConnection, path: Path, number: int) -> str:
@@ -125,7 +128,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         """A time cell as the source's time_format reads it (a Parquet timestamp is itself)."""
         unit = self.config.time_format
         if unit == "iso" or isinstance(value, (datetime, date)):
-            return parse_time(value, ZoneInfo(self.config.timezone), fold)
+            moment = parse_time(value, ZoneInfo(self.config.timezone), fold)
+            return moment if self._origin else not_before_2000(value, moment)  # as numeric times from 1970
         return parse_count_time(value, unit, TIME_UNITS[unit], self._origin)
 
     @functools.cached_property

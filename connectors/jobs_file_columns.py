@@ -114,6 +114,8 @@ def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone
         for name in TIMES:
             if _has(con, read, f"{name}_odd"):
                 _odd_times(con, read, name, odd)
+        if (counted is None or counted.origin is None) and _before_2000(con, read):
+            return None  # the row reader fails naming the row and column (jobs_file_values.not_before_2000)
         return _jobs(con, read, default_cluster, file)
     except (NotColumnWise, BadValue):
         return None
@@ -193,6 +195,13 @@ def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], A
         parsed[parsed.index('"job_id"')] = f"nullif(concat_ws('/', {joined}), '') AS \"job_id\""
     return (f"SELECT {', '.join(parsed)}, _row FROM (SELECT {', '.join(stripped)}, _row FROM {{cells}}) AS t", params,
             columns)
+
+
+def _before_2000(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether a time of `table` is before EARLIEST (the row reader refuses it)."""
+    early = " OR ".join(f'"{name}" < $earliest' for name in TIMES if _has(con, table, name))
+    return bool(early) and con.execute(f"SELECT count(*) FROM {table} WHERE {early}",
+                                       {"earliest": EARLIEST}).fetchall()[0][0] > 0
 
 
 def _has(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:

@@ -65,6 +65,15 @@ def parse_time(value: Any, zone: ZoneInfo, fold: int = 0) -> datetime | None:
         raise BadValue(str(exc)) from None
 
 
+def not_before_2000(value: Any, moment: datetime | None) -> datetime | None:
+    """`moment`, the time the cell `value` holds, unless it is before EARLIEST: no GPU job ran then, as
+    a numeric time from the Unix epoch must not be either (parse_count_time)."""
+    if moment is not None and moment < EARLIEST:
+        raise BadValue(f"{shown(value)} is {moment.isoformat()} UTC, before 2000: no GPU job ran then (a wrong year, "
+                       "or not this column's time?)")
+    return moment
+
+
 _A_NUMBER = ("; a number counts time from an origin: set the source's time_format (seconds, milliseconds or "
              "microseconds), and time_origin when it is not Unix time")
 

@@ -30,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
+from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, said_ahead, source_files
 from connectors.sacct_files import file_attempts
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, GpuShares, slurm_jobs, stored_attempts
@@ -95,7 +95,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
     feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        tables = self._from_files(con) if self.config.path else [self._from_slurmrestd(con, now)]
+        tables = self._from_files(con, now) if self.config.path else [self._from_slurmrestd(con, now)]
         rows = slurm_jobs(con, union(tables), self.config.run_labels)
         for table in tables:  # in the rows' own table now: DuckDB's memory for the snapshot's sort
             con.execute(f"DROP TABLE {table}").fetchall()
@@ -103,8 +103,8 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
 
     # ---- files ----------------------------------------------------------------------------
 
-    def _from_files(self, con: duckdb.DuckDBPyConnection) -> list[str]:
-        """The files' attempts: temporary tables of `con`."""
+    def _from_files(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[str]:
+        """The files' attempts: temporary tables of `con`; those starting after `now` said per file."""
         zone = ZoneInfo(self.config.timezone)
         root = Path(self.config.path or "").expanduser()
         files = source_files(self.config.path or "", f"{self.config_path}.path")
@@ -117,6 +117,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
             if read is not None:
+                said_ahead(con, path, f"SELECT * FROM {read}", now, f"{self.config_path}.timezone", self.config.timezone)
                 tables.append(read)
         if not tables:
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),

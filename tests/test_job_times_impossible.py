@@ -1,0 +1,99 @@
+"""Job times that cannot be (break48 #2): a job starting after the snapshot was taken is said per
+file with the source's `timezone` key (a file written in Asia/Tokyo read as UTC starts every job
+9 hours late), for jobs-file and slurm-jobs files alike; an ISO time before 2000 fails the source
+as a numeric one from 1970 does (connectors/jobs_file_values.py `not_before_2000`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.ingest.inventory import run_inventory
+
+NOW = datetime(2026, 12, 1, 6)  # 15:00 in Tokyo
+# written in Tokyo: a job started at 10:00 there (01:00 UTC) and one at 14:00 (05:00 UTC), both before NOW
+TOKYO_CSV = ("job_id,gpus,start_time,end_time,nodes\n"
+             "t1,8,2026-12-01 10:00:00,2026-12-01 12:00:00,p5-011\n"
+             "t2,8,2026-12-01 14:00:00,,p5-012\n"
+             "t3,8,2026-11-30 09:00:00,2026-11-30 11:00:00,p5-013\n")
+SACCT = ("JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES\n"
+         "7|7|RUNNING|2026-12-01T13:50:00|2026-12-01T14:00:00|Unknown|p5-001|gres/gpu=8\n"
+         "8|8|COMPLETED|2026-11-30T09:00:00|2026-11-30T10:00:00|2026-11-30T12:00:00|p5-002|gres/gpu=8\n")
+
+
+def run(tmp_path, kind: str, path, **source):
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "trace", "kind": kind, "path": str(path), **source}]})
+    [outcome] = run_inventory(config, now=NOW)
+    return outcome
+
+
+def starts(tmp_path) -> list[tuple]:
+    con = Lake(tmp_path / "lake").query()
+    try:
+        return con.execute("SELECT job_id, start_time FROM jobs ORDER BY job_id").fetchall()
+    finally:
+        con.close()
+
+
+def said(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "after this snapshot" in r.getMessage()]
+
+
+@pytest.mark.parametrize("kind, name, text, jobs", [
+    ("jobs-file", "tokyo.csv", TOKYO_CSV, "2 job(s)"), ("slurm-jobs", "sacct.txt", SACCT, "1 job(s)")])
+def test_jobs_starting_after_the_snapshot_name_the_file_and_its_timezone_key(tmp_path, caplog, kind, name, text,
+                                                                            jobs):
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / name).write_text(text)
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, kind, folder).error is None
+    first = "t1 at 2026-12-01T10:00:00" if kind == "jobs-file" else "7 at 2026-12-01T14:00:00"
+    assert said(caplog) == [  # 10:00 and 14:00 read as UTC are after 06:00 UTC; 2026-11-30 is not
+        f"{folder / name}: {jobs} start after this snapshot was taken (2026-12-01T06:00:00 UTC), which no job can; "
+        f"the first, job {first} UTC: its times are read in UTC (inventory[0].timezone): written in another zone? "
+        "(set inventory[0].timezone to theirs; else the clock that wrote them runs ahead)"]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path / "tokyo", kind, folder, timezone="Asia/Tokyo").error is None
+    assert said(caplog) == []
+    assert starts(tmp_path / "tokyo")[0][1] == (datetime(2026, 12, 1, 1) if kind == "jobs-file"
+                                                else datetime(2026, 12, 1, 5))
+
+
+def test_a_start_within_the_clock_skew_of_the_snapshot_is_not_said(tmp_path, caplog):
+    (tmp_path / "jobs.csv").write_text("job_id,gpus,start_time,end_time\nj,8,2026-12-01T06:04:00Z,\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, "jobs-file", tmp_path / "jobs.csv").error is None
+    assert said(caplog) == []
+
+
+@pytest.mark.parametrize("cell", ["1999-12-07 01:00:00", "1999-12-07T01:00:00Z", "0999-12-07T01:00:00"])
+def test_an_iso_time_before_2000_fails_the_source_as_a_numeric_one_does(tmp_path, cell):
+    (tmp_path / "jobs.csv").write_text(f"job_id,gpus,start_time,end_time\nok,8,2026-11-30T01:00:00Z,\n"
+                                       f"old1,8,{cell},2026-11-30T03:00:00Z\n")
+    outcome = run(tmp_path, "jobs-file", tmp_path / "jobs.csv")
+    assert f"row 2 (line 3), column start_time: '{cell}' is " in str(outcome.error)
+    assert "UTC, before 2000: no GPU job ran then" in str(outcome.error)
+    numeric = tmp_path / "numeric"
+    numeric.mkdir()
+    (numeric / "jobs.csv").write_text("job_id,gpus,start_time,end_time\nold1,8,944528400,944535600\n")
+    assert "before 2000" in str(run(numeric, "jobs-file", numeric / "jobs.csv", time_format="seconds").error)
+
+
+def test_a_parquet_timestamp_before_2000_fails_too_and_an_origin_counts_from_its_own_start(tmp_path):
+    pq.write_table(pa.table({"job_id": ["old1"], "gpus": [8], "start_time": [datetime(1999, 12, 7, 1)],
+                             "end_time": [datetime(1999, 12, 7, 3)]}), tmp_path / "jobs.parquet")
+    assert "column start_time" in str(run(tmp_path, "jobs-file", tmp_path / "jobs.parquet").error)
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    (trace / "jobs.csv").write_text("job_id,gpus,start_time,end_time\nt,8,60,120\n")
+    assert run(trace, "jobs-file", trace / "jobs.csv", time_format="seconds",
+               time_origin="2026-11-01T00:00:00Z").error is None
+    assert starts(trace) == [("t", datetime(2026, 11, 1, 0, 1))]
