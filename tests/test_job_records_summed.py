@@ -64,8 +64,9 @@ def test_the_records_summed_in_sql_are_what_the_loop_over_them_gives(tmp_path, m
     summed, looped = both_ways(tmp_path, monkeypatch, jobs())
     assert seen(summed) == seen(looped)
     sweep, late, tie = summed["sweep"], summed["late"], summed["tie"]
+    # its peak: 7_1, 7_2 and 8 at 10:00 hold 1 + 2 + 4; at 10:40 8 ends as 9 starts (4 for 4), 7_3 at 10:45: 2 + 1 + 4
     assert (sweep.name, sweep.jobs, sweep.restarts, sweep.gpus, sweep.state, sweep.running, sweep.end) == (
-        "sweep", 5, 1, D(4), "RUNNING", True, sweep.end)
+        "sweep", 5, 1, D(7), "RUNNING", True, sweep.end)
     assert (sweep.values["team"], sweep.values["project"], sweep.clusters) == ("nlp", "several", {"p5", "p5-east"})
     # 1·30 min + 2·60 + 1·15 + 4·40 + 4·13h20m (running to the window's end) = 211,500 GPU-s: 58.75 GPU-hours
     assert sweep.gpu_hours == D("58.75")

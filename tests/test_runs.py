@@ -90,7 +90,7 @@ def test_by_project_groups_rows_and_totals(tmp_path):
 
 def test_restarts_are_jobs_started_after_one_of_the_run_did_not_complete(tmp_path):
     # a sweep of two jobs side by side (no restart), one that fails at 10:40, one started at 10:45
-    # after it (a restart): 4 jobs, 1 restart; MIG-free whole GPUs show as whole numbers
+    # after it (a restart): 4 jobs, 1 restart; a and b held 2 GPUs at once, whole GPUs shown as whole numbers
     jobs = [job(name, 1, start, end, instance_ids=["i-a"], run_id="sweep", state=state) for name, start, end, state in (
         ("a", "2026-11-02T10:00:00", "2026-11-02T10:30:00", "COMPLETED"),
         ("b", "2026-11-02T10:00:00", "2026-11-02T10:30:00", "COMPLETED"),
@@ -98,7 +98,7 @@ def test_restarts_are_jobs_started_after_one_of_the_run_did_not_complete(tmp_pat
         ("d", "2026-11-02T10:45:00", "2026-11-02T11:00:00", "COMPLETED"))]
     lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
     [row] = runs(lake, cfg, query()).rows
-    assert (row.jobs, row.restarts, row.state, row.to_json()["gpus"]) == (4, 1, "COMPLETED", "1")
+    assert (row.jobs, row.restarts, row.state, row.to_json()["gpus"]) == (4, 1, "COMPLETED", "2")
 
 
 def test_a_job_after_one_that_ended_in_no_known_state_is_no_restart(tmp_path):

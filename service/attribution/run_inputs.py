@@ -9,7 +9,9 @@ in a window, and the idle share of the instances its jobs ran on.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -46,7 +48,7 @@ class JobSide:
     """What a run's job records say in the window."""
     name: str
     jobs: int = 0
-    gpus: Decimal = Decimal(0)
+    gpus: Decimal = Decimal(0)  # the most its jobs held at once (peak_gpus)
     gpu_hours: Decimal = Decimal(0)
     # (cluster, job id) → its GPU-microseconds up to the bill's end (`gpu_hours_of`: divided once for a
     # run's priced hours); a scheduler's job ids are its cluster's own
@@ -114,6 +116,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     micros: dict[str, Decimal] = defaultdict(Decimal)  # per run, GPU-microseconds: divided once, as in SQL
     priced: dict[str, dict[tuple[str, str], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs so far, to tell the next a restart
+    spans: dict[str, list[tuple[datetime, datetime | None, Decimal]]] = defaultdict(list)  # per run, for peak_gpus
     # in batches: a month's 200k records read at once held ~200 MB of rows beside what they add up to
     rows = (row for batch in iter(lambda: result.fetchmany(BATCH), []) for row in batch)
     for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
@@ -126,7 +129,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         gpus = job_gpus(gpus)
         side.restarts += restart
         side.jobs += 1
-        side.gpus = max(side.gpus, gpus)
+        spans[folded(run_id)].append((start, end, gpus))
         micros[folded(run_id)] += gpus * micros_between(max(start, since), min(end or running, until))
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
@@ -145,6 +148,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     for run, side in runs.items():
+        side.gpus = peak_gpus(spans[run])
         side.gpu_hours = gpu_hours_of(micros[run])
         for (key, gpus), held in priced[run].items():
             side.held[key] = side.held.get(key, 0) + gpus * held
@@ -200,19 +204,21 @@ def _summed_records(con: duckdb.DuckDBPyConnection, ctes: str, last: str, params
         "GROUP BY ALL) GROUP BY r_run), "
         "p AS (SELECT r_run, list((gpus, r_cluster, job_id, r_priced)) AS r_jobs FROM (SELECT r_run, gpus, job_id, "
         f"lower(trim(coalesce({cluster}, ''))) AS r_cluster, sum(r_priced) AS r_priced FROM w GROUP BY ALL) "
-        "GROUP BY r_run) "
+        f"GROUP BY r_run), {PEAK_SQL} "
         "SELECT * FROM (SELECT r_run, bool_and(r_run_ok), arg_min(trim(run_id), (start_time, coalesce(end_time, "
-        "'infinity'::TIMESTAMP), record_id)), count(*), count_if(r_restart), max(gpus), arg_max({'s': state}, "
+        "'infinity'::TIMESTAMP), record_id)), count(*), count_if(r_restart), arg_max({'s': state}, "
         "(end_time IS NULL, coalesce(end_time, start_time), start_time, record_id)).s, min(start_time), "
         f"max(end_time), bool_or(end_time IS NULL), list(DISTINCT {cluster}), bool_or({cluster} IS NULL), {several} "
-        "FROM w GROUP BY r_run) JOIN g USING (r_run) JOIN p USING (r_run)", params.values).fetchall()
+        "FROM w GROUP BY r_run) JOIN g USING (r_run) JOIN p USING (r_run) LEFT JOIN pk USING (r_run)",
+        params.values).fetchall()
     runs: dict[str, JobSide] = {}
     decimal = functools.cache(job_gpus)  # a few GPU counts, each made a decimal once
-    for run, ok, first_id, jobs, restarts, gpus, state, first, end, still, clusters, no_cluster, *values in rows:
+    for run, ok, first_id, jobs, restarts, state, first, end, still, clusters, no_cluster, *values in rows:
         if not ok:
             return None
-        *values, per_gpus, per_job = values
-        side = runs[run] = JobSide(first_id, jobs, decimal(gpus), restarts=restarts, state=state, running=still,
+        *values, per_gpus, per_job, at_peak = values
+        peak = sum((decimal(g) * n for g, n in at_peak or ()), Decimal(0))
+        side = runs[run] = JobSide(first_id, jobs, peak, restarts=restarts, state=state, running=still,
                                    start=first.replace(tzinfo=timezone.utc),
                                    end=end and end.replace(tzinfo=timezone.utc))
         side.gpu_hours = gpu_hours_of(sum((decimal(g) * us for g, us in per_gpus), Decimal(0)))
@@ -221,6 +227,34 @@ def _summed_records(con: duckdb.DuckDBPyConnection, ctes: str, last: str, params
         side.clusters = {*clusters, *([None] if no_cluster else [])}
         side.values = {d: SEVERAL if values[2 * n] > 1 else values[2 * n + 1] for n, d in enumerate(stated)}
     return runs
+
+
+# A run's peak GPUs in SQL (peak_gpus' rule), over `w`: its jobs' starts and ends in time order (an end
+# before a start at the same instant, a job ending as it starts after), the GPUs held after each instant's
+# starts (`h`, a DOUBLE: finds the instant), and the jobs held then (`r_peak`: (GPUs, jobs), summed exactly).
+PEAK_SQL = (
+    "e AS (SELECT r_run, start_time AS t, 1 AS o, gpus AS d FROM w UNION ALL SELECT r_run, end_time, CASE WHEN "
+    "end_time > start_time THEN 0 ELSE 2 END, -gpus FROM w WHERE end_time IS NOT NULL), "
+    "pt AS (SELECT r_run, arg_max(t, h) AS r_at FROM (SELECT r_run, t, o, sum(d) OVER (PARTITION BY r_run ORDER BY "
+    "t, o) AS h FROM e) AS held WHERE o = 1 GROUP BY r_run), "
+    "pk AS (SELECT r_run, list((gpus, n)) AS r_peak FROM (SELECT w.r_run, gpus, count(*) AS n FROM w JOIN pt "
+    "ON w.r_run = pt.r_run WHERE start_time <= r_at AND (end_time IS NULL OR end_time > r_at OR (end_time <= "
+    "start_time AND start_time = r_at)) GROUP BY ALL) AS at_peak GROUP BY r_run)")
+
+
+def peak_gpus(jobs: Iterable[tuple[datetime, datetime | None, Decimal]]) -> Decimal:
+    """The most GPUs `jobs` (start, end or None while running, GPUs) held at once: a heterogeneous
+    job's components or an array's tasks together; a requeued job's attempts one after another
+    (one ending as the next starts is not both held). A job ending as it starts counts at its start."""
+    jobs = list(jobs)
+    events = sorted([(start, 1, gpus) for start, _, gpus in jobs] +
+                    [(end, 0 if end > start else 2, -gpus) for start, end, gpus in jobs if end is not None],
+                    key=lambda event: event[:2])
+    held = peak = Decimal(0)
+    for (_, order), together in itertools.groupby(events, key=lambda event: event[:2]):
+        held += sum(gpus for *_, gpus in together)
+        peak = max(peak, held) if order == 1 else peak
+    return peak
 
 
 def gpu_hours_of(gpu_micros: Decimal) -> Decimal:
