@@ -32,7 +32,9 @@ OPERATOR = "".join(p.read_text(encoding="utf-8") for p in [REPO / "deploy" / "pr
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
     found = []
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the root's commands load on first use (main.AREA_COMMANDS)
+        command = group.get_command(ctx, name)
         path = (*prefix, name)
         found.append((path, command))
         if isinstance(command, click.Group):
@@ -163,8 +165,8 @@ def resolve(line: str) -> tuple[tuple[str, ...], click.Command | None, list[str]
     words, command, path = line.split()[1:], cli, ()
     while words and words[0] in ("-v", "-vv", "--verbose"):
         words = words[1:]
-    while words and isinstance(command, click.Group) and words[0] in command.commands:
-        command, path, words = command.commands[words[0]], (*path, words[0]), words[1:]
+    while words and isinstance(command, click.Group) and (found := command.get_command(click.Context(command), words[0])):
+        command, path, words = found, (*path, words[0]), words[1:]
     return path, (command if path else None), words
 
 
@@ -175,7 +177,7 @@ def test_the_command_line_scan_finds_the_commands_and_their_options():
     assert any(line.startswith("spendlake attribute --since 30d --by project,job_type")  # a code block's
                for line in lines)
     path, command, words = resolve("spendlake -v rules run --dry-run")
-    assert path == ("rules", "run") and command is cli.commands["rules"].commands["run"] and words == ["--dry-run"]
+    assert path == ("rules", "run") and command is dict(COMMANDS)[("rules", "run")] and words == ["--dry-run"]
 
 
 def test_every_option_the_docs_show_is_the_commands_with_its_choices():
