@@ -95,6 +95,21 @@ def test_a_config_with_every_kind_queries_without_arrow(aws_lake, tmp_path):
     assert json.loads(done.stderr.strip().splitlines()[-1]) == [], f"imported Arrow: {done.stderr}"
 
 
+def test_a_budget_of_a_whole_amount_loads_no_currency_table(aws_lake, tmp_path):
+    """A budget's amount is checked against its currency's minor unit (Babel's CLDR tables, ~10 ms
+    to load); no minor unit is above 1, so a query's JSON never loads them for a whole amount."""
+    document = yaml.safe_load(aws_lake.read_text())
+    document["budgets"] = [{"name": "pretrain-gpu", "value": "pretrain", "amount": 250000, "currency": "JPY"}]
+    config = tmp_path / "with-budget.yaml"
+    config.write_text(yaml.safe_dump(document))
+    probe = PROBE.replace(repr(list(HEAVY)), repr(["babel"]))
+    command = ["attribute", "--since", "2026-10-01", "--until", "2026-12-01", "--by", "team", "--format", "json"]
+    done = subprocess.run([sys.executable, "-c", probe, "--config", str(config), *command], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [], done.stderr
+
+
 OTHER_COMMANDS = """
 import json, sys
 from service.cli.main import AREA_COMMANDS, cli

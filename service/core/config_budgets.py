@@ -39,7 +39,10 @@ class BudgetConfig(Strict):
 
     @model_validator(mode="after")
     def _at_least_a_minor_unit(self) -> BudgetConfig:
-        # below the currency's smallest unit (a cent) a budget shows as 0.00 and any spend exceeds it
+        # below the currency's smallest unit (a cent) a budget shows as 0.00 and any spend exceeds it;
+        # no unit is above 1, so a whole amount is not looked up (Babel's tables: ~10 ms of a start)
+        if self.amount >= 1:
+            return self
         smallest = Decimal(1).scaleb(-minor_units(self.currency))
         if self.amount < smallest:
             raise NestedValueError(("amount",), f"{self.amount} {self.currency} is less than one minor unit of "
