@@ -110,6 +110,21 @@ def test_a_budget_of_a_whole_amount_loads_no_currency_table(aws_lake, tmp_path):
     assert json.loads(done.stderr.strip().splitlines()[-1]) == [], done.stderr
 
 
+def test_a_query_builds_no_validator_of_the_state_files_it_does_not_read(aws_lake):
+    """The `_state/*.json` shapes (service/core/state_files.py, ~20 models) are built on their first
+    read (defer_build), not at import: a query reads none of the scheduler's or the metrics'."""
+    probe = ("import json, sys\nfrom service.cli.main import cli\n"
+             "cli(sys.argv[1:], prog_name='spendlake', standalone_mode=False)\n"
+             "from service.core.state_files import DailyRun, FileDigest, StoredFamily, StoredGroup\n"
+             "print(json.dumps([m.__pydantic_complete__ for m in (DailyRun, FileDigest, StoredFamily, StoredGroup)]),"
+             " file=sys.stderr)\n")
+    command = ["attribute", "--since", "2026-10-01", "--until", "2026-12-01", "--by", "team", "--format", "json"]
+    done = subprocess.run([sys.executable, "-c", probe, "--config", str(aws_lake), *command], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [False] * 4, done.stderr
+
+
 OTHER_COMMANDS = """
 import json, sys
 from service.cli.main import AREA_COMMANDS, cli

@@ -35,7 +35,7 @@ UtcText = Annotated[StrictStr, AfterValidator(_utc_time)]
 
 
 class Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.py; core/claims.py
