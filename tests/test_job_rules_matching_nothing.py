@@ -55,6 +55,21 @@ def test_a_job_rule_that_matches_no_job_is_named_and_one_idle_in_the_window_is_s
     assert shown.exit_code == 0 and "rules[" not in shown.stderr
 
 
+def test_runs_checks_the_rules_on_the_connection_it_answers_on(tmp_path, monkeypatch):
+    # `runs` opened a second connection (and checked the job records again) for the rules: ~25 ms
+    from service.core.lake import Lake
+
+    path = _config(tmp_path)
+    opened = []
+    connect = Lake.connect
+    monkeypatch.setattr(Lake, "connect", lambda self, *args, **kwargs: opened.append(1) or connect(self, *args, **kwargs))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", "2026-11-01", "--until", "2026-11-03",
+                                     "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert "rules[1] (job_name '^pretrian') matches no job record" in shown.stderr
+    assert json.loads(shown.stdout)["rows"] and len(opened) == 1
+
+
 def test_the_rule_check_reads_only_the_job_records_and_once_per_state_of_them(tmp_path, monkeypatch):
     # /api/v1/attribute checks the rules on every request: the check takes no snapshot of the cost
     # partitions (it reads no cost), and a request repeated between two inventory runs reads nothing

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass
+
+import duckdb
 
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.job_values import JOB_FIELDS
@@ -34,10 +37,12 @@ class IdleRule:
                 f"{', '.join(self.match)} (`job_name` is a regular expression, the others whole values, any case)")
 
 
-def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: tuple[str, ...] | None = None
-                   ) -> list[IdleRule]:
+def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: tuple[str, ...] | None = None,
+                   con: duckdb.DuckDBPyConnection | None = None) -> list[IdleRule]:
     """The rules of `dims` (None: every dimension) with a condition on a job's fields that no
-    job record meets in `window` (those conditions alone: the rule's others cannot widen it)."""
+    job record meets in `window` (those conditions alone: the rule's others cannot widen it).
+    `con`: a connection with the lake's `jobs` view to read them on (a runs answer's own: a
+    connection of its own and the job records' checks cost ~25 ms), else one is opened."""
     if config.clusters is None or not lake.has_table(JOBS_TABLE):
         return []
     rules = [(f"attribution.dimensions.{name}.rules[{i}]", {k: v for k, v in rule.match.items() if k in JOB_MATCH_FIELDS})
@@ -46,7 +51,7 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
     rules = [(path, match) for path, match in rules if match]
     if not rules:
         return []
-    key = _checked_key(lake, rules, window)
+    key = None if con is not None else _checked_key(lake, rules, window)  # `con` reads its own snapshot: none kept
     with _KEPT:
         if key is not None and key in _CHECKED:
             _CHECKED.move_to_end(key)
@@ -56,8 +61,9 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
               f"coalesce(end_time, $until) > {params.bind(window.since.replace(tzinfo=None), 'since')}")
     tests = [rule_condition(match, params) for _, match in rules]
     fields = ", ".join(f"CAST({JOB_FIELDS[key]} AS VARCHAR) AS {column}" for key, column in JOB_MATCH_FIELDS.items())
-    with lake.query(memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,)) as con:
-        found = con.execute(
+    reading = nullcontext(con) if con is not None else lake.query(memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,))
+    with reading as reader:
+        found = reader.execute(
             f"SELECT {', '.join(f'coalesce(bool_or({t} AND w), false), coalesce(bool_or({t}), false)' for t in tests)} "
             f"FROM (SELECT {fields}, {inside} AS w FROM jobs) AS j", params.values).fetchall()[0]
     idle = [IdleRule(path, match, found[2 * i + 1]) for i, (path, match) in enumerate(rules) if not found[2 * i]]

@@ -8,20 +8,18 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
 - cost, team, project, experiment, job_type, cluster, user: from the same attribution as
   `attribute --by run` (cluster_usage: the jobs' parts, summed in one statement where that is exact:
   run_sums.py; values shared by its jobs, `several` where they differ, but cluster: every cluster
-  its jobs' parts and records are in, sorted, joined by `,`: a run moved from one cluster to
-  another shows both, `--by cluster` groups it under that joined value, and `attribute --by
-  run,cluster` splits its cost per cluster);
-- jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
-  of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
-  one of its jobs doing the same work had ended in a state other than COMPLETED (a requeue, a
-  resubmission after a failure, timeout or preemption; not after an end of no or UNKNOWN state;
-  not after another benchmark of an eval suite or another task of a sweep failed: same work is
-  the same job name and array task, where the record tells, core.job_states.work_of), GPUs = the most any held, GPU-hours = Σ GPUs ×
-  hours inside the window (a running job up to the window's end), state = its last job's (the one
-  that ended last; a running one is last), start = the first start of those jobs (a job's own
-  start, before the window if it began earlier; a run's jobs that ended before the window are not
-  among them), end = their last end (None while one runs; with `until`, as of it: a job ended after
-  it is RUNNING, as_of); EKS pods have no job record: jobs = its pods, the rest unknown;
+  its jobs' parts and records are in, sorted, joined by `,`: a run moved from one cluster to another shows both,
+  `--by cluster` groups it under that joined value, and `attribute --by run,cluster` splits its cost per cluster);
+- jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot of each) that held
+  GPUs in the window: jobs = records, restarts = its jobs that started after one of its jobs doing the same work had
+  ended in a state other than COMPLETED (a requeue, a resubmission after a failure, timeout or preemption; not after
+  an end of no or UNKNOWN state; not after another benchmark of an eval suite or another task of a sweep failed: same
+  work is the same job name and array task, where the record tells, core.job_states.work_of), GPUs = the most any
+  held, GPU-hours = Σ GPUs × hours inside the window (a running job up to the window's end), state = its last job's
+  (the one that ended last; a running one is last), start = the first start of those jobs (a job's own start, before
+  the window if it began earlier; a run's jobs that ended before the window are not among them), end = their last end
+  (None while one runs; with `until`, as of it: a job ended after it is RUNNING, as_of); EKS pods have no job record:
+  jobs = its pods, the rest unknown;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
   credits make it no share (outside 0-100%: core.units.share_of);
@@ -38,8 +36,7 @@ group first, the costliest row first in each: `top` keeps the N costliest runs o
 folds the rest into one `other` row; totals are per group and currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
 and by state, the idle of its instances while it held them (service/attribution/run_story.py);
-without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note
-instead of its story.
+without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note instead of its story.
 """
 
 from __future__ import annotations
@@ -53,6 +50,7 @@ from decimal import Decimal
 from service.attribution.sessions import read_sessions
 from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
+from service.attribution.job_rules import IdleRule, idle_job_rules
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, listed_once, top_rows, window_at
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
@@ -73,8 +71,7 @@ from service.core.timewindow import Window, data_anchored, iso_utc, parse_window
 
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
 OTHER = "other"
-GPU_HOURS_QUANTUM = Decimal("1e-6")
-MONEY_QUANTUM = Decimal("1e-6")
+GPU_HOURS_QUANTUM = MONEY_QUANTUM = Decimal("1e-6")
 HOUR = timedelta(hours=1)
 
 
@@ -192,6 +189,7 @@ class RunsResult:
     clusters: tuple[ClusterCost, ...] = ()  # each cluster's instance cost and idle part in the window
     states_left_out: tuple[str, ...] = ()  # the last jobs' states `--state` did not name (why it kept none)
     story: RunStory | None = None  # `run`: its jobs, splits and idle
+    idle_rules: tuple[IdleRule, ...] = ()  # the job-field rules no job of the window meets (job_rules.py)
 
     @property
     def window(self) -> Window:
@@ -270,6 +268,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         con = lake.query(tables=READ_TABLES)
         try:
             records = job_records(lake, con, config, query.window, None, query.run, query.as_of)
+            idle_rules = tuple(idle_job_rules(lake, config, query.window, con=con))
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,
                               ClusterUsage(query.window, query.cost, (), ()), query.naming("run")) if query.run else None
         finally:
@@ -278,7 +277,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
                 if _wanted(query, run)]
         kept, left_out = _kept(query, rows)
         return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out,
-                       story=_state_noted(story, query, rows, kept))
+                       story=_state_noted(story, query, rows, kept), idle_rules=idle_rules)
     through = session.data_through()
     query = window_at(query, through)
     # every run's idle share first (one run's comes from the parts its story reads): its allocation's
@@ -308,8 +307,9 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         if run not in costed and _wanted(query, run):
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, set(), None))
     kept, left_out = _kept(query, rows)
-    return replace(_arrange(query, kept, usage.overbooked), sources=tuple(through.items()),
-                   clusters=usage.clusters, states_left_out=left_out, story=_state_noted(story, query, rows, kept))
+    return replace(_arrange(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
+                   states_left_out=left_out, story=_state_noted(story, query, rows, kept),
+                   idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con)))
 
 
 def _summed(query: RunsQuery, usage: ClusterUsage) -> dict[tuple[str, str | None], list]:

@@ -104,7 +104,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
                             end=None if fixed_end(until) else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
-    idle_rules(obj.lake, obj.config.attribution, result.window)
+    idle_rules(result.idle_rules)
     if result.lake_empty and result.rows:
         click.echo(f"the lake at {obj.config.lake} holds no bill: the runs of its job records show no cost "
                    "until `spendlake ingest` stores one", err=True)
@@ -130,12 +130,10 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         overbooked_causes(obj.lake, result.window)
 
 
-def idle_rules(lake, config, window, dims=None) -> None:
-    """The job-field rules (of `dims`) no job meets: a warning for one no job ever met, an info
-    line (-v) for one no job of this window met (a quiet day has no eval jobs)."""
-    from service.attribution import idle_job_rules
-
-    for rule in idle_job_rules(lake, config, window, dims):
+def idle_rules(rules) -> None:
+    """The job-field rules no job meets (the answer's `idle_rules`): a warning for one no job ever
+    met, an info line (-v) for one no job of this window met (a quiet day has no eval jobs)."""
+    for rule in rules:
         if rule.ever:
             log.info("%s", rule.text())
         else:
