@@ -145,6 +145,18 @@ def test_asking_for_one_kind_imports_only_its_connector():
     assert not any(name.startswith("rules.") for name in loaded)
 
 
+def test_the_two_registries_share_one_scan_of_the_installed_entry_points():
+    """Each scan reads every installed distribution's entry_points.txt (3-5 ms of every start):
+    a config's connectors and rules are found by one (pydantic's own scan for its plugins aside)."""
+    probe = ("import importlib.metadata as md\nscans = []\nscan = md.entry_points\n"
+             "def counted(**kw):\n    if kw.get('group') != 'pydantic':\n        scans.append(kw)\n    return scan(**kw)\n"
+             "md.entry_points = counted\n"
+             "from service.core.registry import CONNECTORS, RULES\n"
+             "CONNECTORS.get('aws-tags'); RULES.get('idle-gpu'); CONNECTORS.get('focus')\nprint(len(scans))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "1"
+
+
 CONNECTOR = '''
 """An installed package's billing connector: its own config key, read from memory."""
 from pydantic import Field
