@@ -184,6 +184,7 @@ def render_check(results, fmt: str | None) -> None:
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
     from service.attribution import AttributionQuery, attribute_query, lacking_cost, reconcile, with_notes
+    from service.core import bill_overlap
     from service.core.coverage import data_end, empty_lake_error
     from service.core.errors import ReconciliationError
 
@@ -206,6 +207,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
             if lacking:
                 click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost: the {cost} rows for these "
                            "compare 0 with 0 (status shows null)", err=True)
+        for overlap in bill_overlap.lake_overlaps(lake):  # a warning: the tie-out holds, and one payer's
+            click.echo(f"warning: {overlap.sentence()}", err=True)  # member accounts may export apart (README)
         bad = [r for r in results if not r.ok]
         if bad:
             raise ReconciliationError(

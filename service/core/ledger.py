@@ -33,6 +33,20 @@ class CurrencyTotals:
     rounding: tuple[tuple[str, Decimal], ...] = ()
 
 
+@dataclass(frozen=True)
+class AccountTotals:
+    """A delivery's lines of one provider's billing account (BillingAccountId: AWS's payer, Azure's
+    billing account, Google's billing account) in one currency: what service.core.bill_overlap
+    compares across sources. A cost None: no line of them holds it (an Azure actual-cost export's
+    effective cost)."""
+
+    provider: str | None
+    account: str | None
+    currency: str | None
+    billed_cost: Decimal | None
+    effective_cost: Decimal | None
+
+
 # Per currency, UTC day (YYYY-MM-DD) → (billed, effective) summed over the usage lines charged within
 # that day, corrections (refunds) apart: what a later delivery reaching further is compared with over the days both hold, so
 # a change of days already billed is told from the month growing (report/sections/bills.py).
@@ -93,6 +107,9 @@ class LedgerEntry:
     days: DaySums | None = None
     data_from: str | None = None
     days_version: int = DAYS_VERSION
+    # Its lines' totals per billing account (AccountTotals, sorted); None in ledgers before 2026-12-06
+    # (session 48): such an entry's accounts are not known until its period is committed again.
+    accounts: tuple[AccountTotals, ...] | None = None
 
     @property
     def key(self) -> tuple[str, str]:

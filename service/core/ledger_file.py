@@ -20,7 +20,7 @@ from service.core import json_text
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError
 from service.core.files import is_partition_value
-from service.core.ledger import CurrencyTotals, DaySums, LedgerEntry, LedgerState, Replaced
+from service.core.ledger import AccountTotals, CurrencyTotals, DaySums, LedgerEntry, LedgerState, Replaced
 from service.core.state_files import Open, UtcText, shape_problem
 from service.core.units import exact_text
 
@@ -37,7 +37,10 @@ def entry_json(entry: LedgerEntry) -> dict:
         data["earlier"] = [_replaced_json(r) for r in entry.earlier]
     else:
         del data["earlier"]
-    for key in ("days", "data_from", "mtime_ns"):
+    if entry.accounts is not None:
+        data["accounts"] = [{**asdict(a), "billed_cost": exact_text(a.billed_cost),
+                             "effective_cost": exact_text(a.effective_cost)} for a in entry.accounts]
+    for key in ("days", "data_from", "mtime_ns", "accounts"):
         if getattr(entry, key) is None:
             del data[key]
     if entry.days is None:
@@ -57,7 +60,7 @@ def entry_json(entry: LedgerEntry) -> dict:
 
 def entry_from_json(data: dict) -> LedgerEntry:
     """The entry a ledger file's JSON describes (checked against _LEDGER_SHAPE first)."""
-    keys, replaced = data.get("tag_keys"), data.get("replaced")
+    keys, replaced, accounts = data.get("tag_keys"), data.get("replaced"), data.get("accounts")
     known = {f.name for f in fields(LedgerEntry)}  # a later version's fields are left out: it can still be read
     return LedgerEntry(**{**{k: v for k, v in data.items() if k in known}, "totals": _totals(data["totals"]),
                        "files": tuple(data.get("files", ())),
@@ -65,7 +68,10 @@ def entry_from_json(data: dict) -> LedgerEntry:
                        "tag_keys": None if keys is None else tuple(keys),
                        "days": _days(data.get("days")), "days_version": data.get("days_version", 1),
                        "replaced": None if replaced is None else _replaced(replaced),
-                       "earlier": tuple(_replaced(r) for r in data.get("earlier", ()))})
+                       "earlier": tuple(_replaced(r) for r in data.get("earlier", ())),
+                       "accounts": None if accounts is None else tuple(
+                           AccountTotals(a["provider"], a["account"], a["currency"], _dec(a["billed_cost"]),
+                                         _dec(a["effective_cost"])) for a in accounts)})
 
 
 def _replaced_json(old: Replaced) -> dict:
@@ -162,6 +168,14 @@ DaysShape = dict[StrictStr, dict[Annotated[StrictStr, AfterValidator(_day_text)]
                                  tuple[DecimalText | None, DecimalText | None]]]
 
 
+class _AccountShape(Open):
+    provider: StrictStr | None
+    account: StrictStr | None
+    currency: StrictStr | None
+    billed_cost: DecimalText | None
+    effective_cost: DecimalText | None
+
+
 class _ReplacedShape(Open):
     ingested_at: UtcText
     data_through: UtcText | None = None
@@ -201,6 +215,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     days: DaysShape | None = None
     data_from: UtcText | None = None
     days_version: StrictInt = Field(default=1, ge=1)
+    accounts: list[_AccountShape] | None = None
 
 
 class _LedgerShape(Open):

@@ -18,6 +18,7 @@ import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset, cost_connector
 from connectors.storage import CHANGED_HINT, local_version
+from service.core import bill_overlap
 from service.core.claims import claim
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
@@ -113,6 +114,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             raise_if_stopped()
             _mark_told_copies(lake, result.outcomes)
             result.warnings += shared.told(lake, [source.name for source in sources], {s.name for s in config.sources})
+            result.warnings += bill_overlap.told(lake, [source.name for source in sources])
             if published:
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said

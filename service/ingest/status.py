@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.core import derived_records, derived_sweep
+from service.core import bill_overlap, derived_records, derived_sweep
 from service.core.lake import Lake
 from service.core.output import one_line
 from service.core.units import exact_text
@@ -27,7 +27,7 @@ class Note:
     """A line the table of `spendlake status` says on stderr, `<kind>: <text>`, beside its rows;
     CSV and JSON, which hold one table, carry it as a row of that table (`row`)."""
 
-    kind: str  # copies | derived (lake_notes); failing | stale (freshness_notes)
+    kind: str  # copies | overlap | derived (lake_notes); failing | stale (freshness_notes)
     text: str
     source: str | None = None  # the source it is about, when one
 
@@ -55,8 +55,10 @@ def freshness_notes(sources: Sequence[SourceFreshness]) -> list[Note]:
 
 def lake_notes(lake: Lake) -> list[Note]:
     """What the table says of the lake's files beside its rows, which CSV and JSON carry as rows:
-    the copies each source's last ingest skipped, and the derived files' damage."""
-    return copies_skipped(lake) + [Note("derived", line) for line in derived_damage(lake)]
+    the copies each source's last ingest skipped, each bill two sources hold (bill_overlap; its
+    `source` the first of them), and the derived files' damage."""
+    return (copies_skipped(lake) + [Note("overlap", o.sentence(), o.sources[0]) for o in bill_overlap.lake_overlaps(lake)]
+            + [Note("derived", line) for line in derived_damage(lake)])
 
 
 def status(lake: Lake) -> list[dict]:

@@ -1,0 +1,96 @@
+"""One bill configured as two sources (session 48): two declared sources whose lines of one
+provider's billing account (BillingAccountId: AWS's payer, Azure's billing account, Google's
+billing account) and billing period hold the same cost. Every reader sums each source, so such
+a bill is counted twice; nothing else tells it when the two sources read different files (the
+AWS FOCUS and the CUR 2.0 export of one payer, an Azure billing-account export beside a
+subscription export of it, two CUR 2.0 exports of one payer). service.ingest.shared tells the
+same file read by two sources.
+
+"The same cost" is a cost measure, billed or effective, that the lines of both sources hold
+(ledger.AccountTotals: not None). An Azure bill's actual-cost export holds the billed cost and
+its amortized export the effective cost alone, so that pair, one bill in two cost types, is no
+overlap. Lines without a billing account id are left out: nothing says whose they are.
+
+Read from the ledger's figures per billing account (service.core.commit.ledger_entry), never from
+the lines: `status`, `attribute --check` and /api/v1/status pay nothing per line. An entry
+committed before the ledger held them (accounts None) is not compared until its period is ingested
+again. Two member accounts' own CUR exports of one payer are told too (the same payer, other
+lines): the sentence says so, and it stays a warning."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from service.core.lake import Lake
+from service.core.ledger import LedgerEntry
+from service.core.units import money_text
+
+COSTS = ("billed", "effective")
+HINT = ("one bill configured as two sources is summed twice: keep one of them (remove the other from the config, "
+        "then `spendlake forget` it); if each exports other member accounts of the payer, the lines differ and "
+        "nothing is counted twice")
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Sources holding one cost of one billing account's period: per cost, (source, its sum) in source order."""
+
+    provider: str | None
+    account: str
+    period: str
+    currency: str | None
+    held: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...]  # (cost, ((source, sum), ...)), costs in COSTS order
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(sorted({source for _, sums in self.held for source, _ in sums}))
+
+    @staticmethod
+    def twice(sums: Iterable[tuple[str, Decimal]]) -> Decimal:
+        """What is counted more than once: all but the largest of the sources' sums (the smaller of two)."""
+        values = sorted(value for _, value in sums)
+        return sum(values[:-1], Decimal(0))
+
+    def sentence(self) -> str:
+        costs = "; ".join(
+            f"{cost} cost " + ", ".join(f"{money_text(value, self.currency)} in {source}" for source, value in sums)
+            + f" (up to {money_text(self.twice(sums), self.currency)} counted twice)" for cost, sums in self.held)
+        provider = f"{self.provider} " if self.provider else ""
+        *others, last = self.sources
+        return (f"sources {', '.join(others)} and {last} hold the same cost of {provider}billing account "
+                f"{self.account} for billing period {self.period}: {costs}; {HINT}")
+
+
+def overlaps(entries: Iterable[LedgerEntry]) -> list[Overlap]:
+    """The billing accounts' periods two or more of `entries`' sources hold the same cost of, in
+    (period, provider, account, currency) order."""
+    held: dict[tuple, dict[str, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(dict))
+    for entry in entries:
+        for totals in entry.accounts or ():
+            if totals.account is None:
+                continue
+            key = (entry.billing_period, totals.provider or "", totals.account, totals.currency or "")
+            for cost in COSTS:
+                if (value := getattr(totals, f"{cost}_cost")) is not None:
+                    held[key][cost][entry.source] = value
+    found = []
+    for (period, provider, account, currency), costs in sorted(held.items()):
+        shared = tuple((cost, tuple(sorted(costs[cost].items()))) for cost in COSTS if len(costs.get(cost, {})) > 1)
+        if shared:
+            found.append(Overlap(provider or None, account, period, currency or None, shared))
+    return found
+
+
+def lake_overlaps(lake: Lake, sources: Collection[str] | None = None) -> list[Overlap]:
+    """The overlaps of the lake's declared sources (those `lake.counts`), each with one of `sources`
+    among its own when given (an ingest's: what it ran)."""
+    found = overlaps(entry for entry in lake.ledger() if lake.counts(entry.source))
+    return [o for o in found if sources is None or set(o.sources) & set(sources)]
+
+
+def told(lake: Lake, sources: Collection[str] | None = None) -> list[str]:
+    """One warning sentence per overlap (lake_overlaps)."""
+    return [overlap.sentence() for overlap in lake_overlaps(lake, sources)]

@@ -1,0 +1,120 @@
+"""One bill configured as two sources (service.core.bill_overlap): two declared sources holding the
+same cost of one billing account's period are told by the ingest, `status`, `attribute --check`
+and /api/v1/status, from the ledger's per-account figures; the Azure actual + amortized pair of one
+bill (one cost each) and two accounts' bills are not."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import date
+
+import duckdb
+import yaml
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+
+from billing_helpers import failures, ingest_files
+from conftest import SAMPLES
+
+from connectors.synthetic.billing import generate_organisation
+from connectors.synthetic.org import PAYER
+from service.cli.main import cli
+from service.core import bill_overlap
+from service.core.config import load_config
+from service.serve.app import Api
+
+ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
+AMORTIZED = SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"
+
+
+def synthetic_bill(tmp_path):
+    """The synthetic organisation's three days of 2026-10 as its CUR 2.0 and its FOCUS export."""
+    return generate_organisation(tmp_path / "exports", days=3, start=date(2026, 10, 1),
+                                 formats=("parquet", "focus-csv"))
+
+
+def config_file(tmp_path, *sources) -> str:
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": name, "kind": kind, "location": str(location)} for name, kind, location in sources]}))
+    return str(path)
+
+
+def overlap_warnings(result) -> list[str]:
+    return [w for w in result.warnings if bill_overlap.HINT in w]
+
+
+def test_the_focus_and_the_cur2_export_of_one_payer_as_two_sources_are_told_everywhere(tmp_path):
+    generation = synthetic_bill(tmp_path)
+    sources = (("aws-cur2", "aws-cur2", generation.exports["parquet"]),
+               ("aws-focus", "focus", generation.exports["focus-csv"]))
+    lake, result = ingest_files(tmp_path, *sources)
+    assert failures(result) == []
+    [period] = {p.billing_period: p for p in generation.periods}.values()
+    [warning] = overlap_warnings(result)  # main: none (only the same file read twice was told)
+    assert warning.startswith(f"sources aws-cur2 and aws-focus hold the same cost of AWS billing account {PAYER[0]} "
+                              "for billing period 2026-10: billed cost USD ")
+    [overlap] = bill_overlap.lake_overlaps(lake)
+    assert overlap.sources == ("aws-cur2", "aws-focus") and [cost for cost, _ in overlap.held] == ["billed", "effective"]
+    held = dict(overlap.held)  # each source's sums: the bill's, the generator's own
+    assert held == {"billed": (("aws-cur2", period.billed_cost), ("aws-focus", period.billed_cost)),
+                    "effective": (("aws-cur2", period.effective_cost), ("aws-focus", period.effective_cost))}
+    assert f"(up to USD {period.billed_cost:,.2f} counted twice)" in warning
+
+    path = config_file(tmp_path, *sources)
+    status = CliRunner().invoke(cli, ["--config", path, "status", "--format", "table"])
+    assert status.exit_code == 0 and f"overlap: {warning}" in status.stderr.replace("\n", " ")
+    rows = json.loads(CliRunner().invoke(cli, ["--config", path, "status", "--format", "json"]).stdout)
+    assert [(r["source"], r["note"]) for r in rows if r["note_kind"] == "overlap"] == [("aws-cur2", warning)]
+    check = CliRunner().invoke(cli, ["--config", path, "attribute", "--check"])
+    assert check.exit_code == 0, check.output  # a warning: each source still ties out
+    assert f"warning: {warning}" in check.stderr.replace("\n", " ")
+    body = json.loads(Api(load_config(path), CollectorRegistry()).handle("/api/v1/status", {}, None).body)
+    assert [(n["note_kind"], n["note"]) for n in body["lake_notes"]] == [("overlap", warning)]
+
+
+def test_the_azure_actual_and_amortized_exports_of_one_bill_are_no_overlap(tmp_path):
+    lake, result = ingest_files(tmp_path, ("azea", "azure-cost", ACTUAL), ("azeam", "azure-cost", AMORTIZED))
+    assert failures(result) == [] and overlap_warnings(result) == []
+    accounts = {(e.source, a.account, a.billed_cost is None, a.effective_cost is None)
+                for e in lake.ledger() for a in e.accounts}
+    assert accounts == {("azea", "8611537", False, True), ("azeam", "8611537", True, False)}  # one cost each
+    assert bill_overlap.lake_overlaps(lake) == []
+
+
+def test_a_billing_account_export_and_a_subscription_export_of_one_azure_account_overlap(tmp_path):
+    with open(ACTUAL, newline="", encoding="utf-8-sig") as handle:
+        rows = list(csv.DictReader(handle))
+    subscription = rows[0]["SubscriptionId"]
+    part = tmp_path / "subscription.csv"
+    with open(part, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["SubscriptionId"] == subscription)
+    lake, result = ingest_files(tmp_path, ("azure-ea", "azure-cost", ACTUAL), ("azure-sub", "azure-cost", part))
+    assert failures(result) == []
+    [warning] = overlap_warnings(result)
+    assert warning.startswith("sources azure-ea and azure-sub hold the same cost of Microsoft billing account 8611537 "
+                              "for billing period 2023-09: billed cost USD ")
+    [overlap] = bill_overlap.lake_overlaps(lake)
+    [(cost, sums)] = overlap.held  # an actual-cost export: no effective cost in either
+    assert cost == "billed" and overlap.twice(sums) == min(value for _, value in sums)
+
+
+def test_two_accounts_bills_are_no_overlap(tmp_path):
+    generation = synthetic_bill(tmp_path)
+    focus = generation.exports["focus-csv"]
+    other = tmp_path / "other-payer"
+    con = duckdb.connect()
+    for path in sorted(focus.rglob("*.csv")):
+        target = other / path.relative_to(focus)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        con.execute(f"COPY (SELECT * REPLACE ('123456789012' AS BillingAccountId) FROM read_csv(?, all_varchar=true)) "
+                    f"TO '{target}' (HEADER)", [str(path)])
+    lake, result = ingest_files(tmp_path, ("aws-cur2", "aws-cur2", generation.exports["parquet"]),
+                                ("other-payer", "focus", other))
+    assert failures(result) == [] and overlap_warnings(result) == []
+    assert {(e.source, a.account) for e in lake.ledger() for a in e.accounts} == {
+        ("aws-cur2", PAYER[0]), ("other-payer", "123456789012")}
+    assert bill_overlap.lake_overlaps(lake) == []
