@@ -22,6 +22,7 @@ from connectors.synthetic.org import PAYER
 from service.cli.main import cli
 from service.core import bill_overlap
 from service.core.config import load_config
+from service.ingest.billing import ingest
 from service.serve.app import Api
 
 ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
@@ -118,3 +119,23 @@ def test_two_accounts_bills_are_no_overlap(tmp_path):
     assert {(e.source, a.account) for e in lake.ledger() for a in e.accounts} == {
         ("aws-cur2", PAYER[0]), ("other-payer", "123456789012")}
     assert bill_overlap.lake_overlaps(lake) == []
+
+
+def test_a_ledger_written_before_the_accounts_is_read_for_them_by_the_next_ingest(tmp_path):
+    """Entries without `accounts` (ledgers before 2026-12-06) are not compared; the next ingest, with
+    nothing new, reads each one's file for them (ledger_accounts, in Lake.restamp) and tells the overlap."""
+    generation = synthetic_bill(tmp_path)
+    sources = (("aws-cur2", "aws-cur2", generation.exports["parquet"]),
+               ("aws-focus", "focus", generation.exports["focus-csv"]))
+    lake, result = ingest_files(tmp_path, *sources)
+    [told] = overlap_warnings(result)
+    recorded = {e.key: e.accounts for e in lake.ledger()}
+    ledger = json.loads(lake.ledger_file.read_text())
+    for entry in ledger["entries"]:
+        del entry["accounts"]
+    lake.ledger_file.write_text(json.dumps(ledger))
+    assert {e.accounts for e in lake.ledger()} == {None} and bill_overlap.lake_overlaps(lake) == []
+    again = ingest(load_config(config_file(tmp_path, *sources)))
+    assert failures(again) == [] and {o.status for o in again.outcomes} == {"unchanged"}
+    assert overlap_warnings(again) == [told]  # main: no accounts, nothing told
+    assert {e.key: e.accounts for e in lake.ledger()} == recorded

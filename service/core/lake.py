@@ -45,6 +45,7 @@ from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, with_replaced
+from service.core.ledger_accounts import with_accounts
 from service.core.ledger_file import ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import recorded
@@ -296,7 +297,8 @@ class Lake:
         times (`cp -r`, a restore), or committed before times were recorded. Reads then stop
         re-hashing it (service/core/integrity.py). Call only while holding the ingest lock."""
         state = self.ledger_state()
-        entries = [self._restamped(e) for e in state.entries]
+        entries = with_accounts([self._restamped(e) for e in state.entries],  # and accounts read (ledger_accounts)
+                                lambda e: self.partition_file("costs", self._cost_key(e)), self.connect)
         if entries != list(state.entries):
             self._write_ledger(entries, list(state.pending), state.pending_by)
 
