@@ -231,6 +231,27 @@ def test_a_budget_below_one_minor_unit_of_its_currency_is_refused(tmp_path, amou
         result.output
 
 
+@pytest.mark.parametrize("budget, refused", [
+    ({"amount": "1e400"}, "budgets[1].amount: 1E+400 does not fit the lake's money type DECIMAL(38,12) (at most 26 "
+                          "digits before the point)"),
+    ({"amount": "1e26"}, "budgets[1].amount: 1E+26 does not fit"),
+    ({"amount": "99999999999999999999999999.99"}, None),  # 26 digits: the largest a period's sum holds
+    ({"lines": [50, 80, 100]}, "budgets[1].lines: lines are fractions of the amount, 50 is 5000 %; write 0.5 for 50 %"),
+    ({"lines": [0.5, 1.5, 10]}, None),  # 150 % and 1000 % are lines one may mean
+    ({"lines": [0.8, 0.8, 1.0]}, "budgets[1].lines: 0.8 is written twice in lines; write each line once"),
+])
+def test_a_budget_amount_the_lake_cannot_hold_or_lines_written_as_percents_are_refused(tmp_path, budget, refused):
+    """`amount: 1e400` passed `config validate`, then `budgets` and `report` failed with a
+    decimal.InvalidOperation (exit 1); `lines: [50, 80, 100]` said "line 10000%" in findings, and
+    `[0.8, 0.8]` was kept once without a word."""
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"budgets": [{"name": "a", "value": "a", "amount": 1},
+                                            {"name": "b", "value": "b", "amount": 100, **budget}]}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert (result.exit_code, refused and refused in result.output) == ((2, True) if refused else (0, None)), \
+        result.output
+
+
 def test_a_budgets_on_key_written_in_yaml_is_the_key_on(tmp_path):
     """YAML 1.1 reads a bare `on` as the boolean true; the config reads YAML 1.2 booleans, so
     the documented `on: [actual]` works as written (it failed as `budgets[0][1]: Keys should be strings`)."""

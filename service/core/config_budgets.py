@@ -12,13 +12,22 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from service.core.config_base import NestedValueError, Strict
+from service.core.schema import MONEY
 from service.core.units import minor_units
+
+# the lake's money type holds at most this many digits before the point (DECIMAL(38,12): 26); a
+# budget above it could never be reached, and its findings could not print it
+_PRECISION, _SCALE = map(int, re.findall(r"\d+", MONEY))
+WHOLE_DIGITS = _PRECISION - _SCALE
+# a line is a fraction of the amount: 10 is 1000 %, above it `lines: [50, 80, 100]` meant percents
+MAX_LINE = Decimal(10)
 
 
 class BudgetConfig(Strict):
@@ -30,12 +39,26 @@ class BudgetConfig(Strict):
     lines: tuple[Decimal, ...] = (Decimal("0.5"), Decimal("0.8"), Decimal("1.0"))
     on: tuple[Literal["actual", "forecast"], ...] = ("actual", "forecast")
 
+    @field_validator("amount")
+    @classmethod
+    def _fits_the_lake(cls, amount: Decimal) -> Decimal:
+        if amount.adjusted() >= WHOLE_DIGITS:
+            raise ValueError(f"{amount} does not fit the lake's money type {MONEY} (at most {WHOLE_DIGITS} digits "
+                             "before the point); write the monthly amount, e.g. 250000")
+        return amount
+
     @field_validator("lines")
     @classmethod
     def _sorted_positive(cls, lines: tuple[Decimal, ...]) -> tuple[Decimal, ...]:
         if not lines or any(line <= 0 for line in lines):
             raise ValueError("lines must be positive fractions of the amount, e.g. [0.5, 0.8, 1.0]")
-        return tuple(sorted(set(lines)))
+        if percents := [line for line in lines if line > MAX_LINE]:
+            raise ValueError(f"lines are fractions of the amount, {percents[0]} is {percents[0] * 100:f} %; "
+                             f"write {percents[0] / 100:f} for {percents[0]:f} %, e.g. [0.5, 0.8, 1.0]")
+        if twice := sorted({line for line in lines if lines.count(line) > 1}):
+            raise ValueError(f"{', '.join(format(line, 'f') for line in twice)} is written twice in lines; "
+                             "write each line once")
+        return tuple(sorted(lines))
 
     @model_validator(mode="after")
     def _at_least_a_minor_unit(self) -> BudgetConfig:
