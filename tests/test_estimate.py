@@ -80,7 +80,21 @@ def test_config_extends_the_gpu_table_and_sets_prices():
     assert tpu.gpu.peak_bf16_flops == Decimal("459e12")
     assert tpu.price_per_gpu_hour == Decimal("4")  # the flag wins over the config
     with pytest.raises(ConfigError, match=r"estimate\.gpus\.X1\.peak_bf16_tflops"):
-        run(SEVEN_B | {"gpu": "X1"}, {"estimate": {"gpus": {"X1": {"price_per_gpu_hour": 1}}}})
+        parse_config({"estimate": {"gpus": {"X1": {"price_per_gpu_hour": 1}}}})
+
+
+def test_a_new_gpu_type_without_its_throughput_is_refused_at_load_naming_the_file(tmp_path):
+    """`estimate.gpus: {TPU-x: {price_per_gpu_hour: 4}}` passed `config validate`, then every
+    `estimate` failed, its message naming no config file; a built-in name in any case needs none."""
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"estimate": {"gpus": {"h100": {"price_per_gpu_hour": 1},
+                                                      "TPU-x": {"price_per_gpu_hour": 4}}}}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert result.exit_code == 2, result.output
+    assert (f"{path}: estimate.gpus.TPU-x.peak_bf16_tflops: GPU type 'TPU-x' is not built in, so it needs its peak "
+            "throughput: set the dense BF16 TFLOPS from its datasheet") in result.output, result.output
+    path.write_text(json.dumps({"estimate": {"gpus": {"h100": {"price_per_gpu_hour": 1}}}}))
+    assert CliRunner().invoke(cli, ["--config", str(path), "config", "validate"]).exit_code == 0
 
 
 @pytest.mark.parametrize("override, where", [

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +18,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.config_base import HttpUrl, InventoryEntry, NestedValueError, SourceEntry, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.config_clusters import JOB_DIMENSIONS
+from service.core.config_estimate import EstimateConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
 from service.core.config_paths import anchored, check_outside_lake, read_locations, within
@@ -48,17 +48,6 @@ class SourceConfig(SourceEntry):
     @property
     def is_s3(self) -> bool:
         return self.location.startswith("s3://")
-
-
-class GpuTypeConfig(Strict):  # a price for a built-in GPU type of `spendlake estimate`, or a new type
-    peak_bf16_tflops: Decimal | None = Field(default=None, gt=0, description="dense, from the datasheet")
-    price_per_gpu_hour: Decimal | None = Field(default=None, ge=0)
-
-
-class EstimateConfig(Strict):
-    gpus: dict[str, GpuTypeConfig] = Field(default_factory=dict)
-    # S3 Standard, us-east-1, first 50 TB (aws.amazon.com/s3/pricing).
-    storage_price_per_gb_month: Decimal = Field(default=Decimal("0.023"), ge=0)
 
 
 class ReportConfig(Strict):
