@@ -192,3 +192,24 @@ def test_an_edit_that_does_not_load_is_said_so_without_asking_for_a_sighup(tmp_p
     config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 5}}\n")
     later(config, 20)  # fixed: this one a SIGHUP loads
     assert watch.check() and said[1:] == [f"{CHANGED_MESSAGE} ({config})"]
+
+
+def test_each_edit_after_the_config_file_was_removed_is_said_as_any_edit_is(tmp_path):
+    """The file removed from under a running service, then written again: neither the broken
+    file nor the fixed one was ever logged (a removed file's digest, None, read as nothing refused)."""
+    from service.core.config import load_config
+    from service.serve.config_watch import REFUSED_MESSAGE
+
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {tmp_path / 'lake'}\n")
+    said = []
+    watch = ConfigWatch(config, said.append, as_read(config), validate=lambda: load_config(config))
+    config.unlink()
+    assert watch.check() and len(said) == 1 and said[0].startswith(f"{REFUSED_MESSAGE} ({config}): "), said
+    config.write_text("lake: [\n")
+    later(config)
+    assert watch.check() and len(said) == 2 and said[1].startswith(f"{REFUSED_MESSAGE} ({config}): "), said
+    assert said[1] != said[0]  # the error of the file written, not of the one missing
+    config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 5}}\n")
+    later(config, 10)
+    assert watch.check() and said[2:] == [f"{CHANGED_MESSAGE} ({config})"]

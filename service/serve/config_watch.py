@@ -25,6 +25,9 @@ from service.core.errors import SpendlakeError
 
 CHANGED_MESSAGE = "config changed on disk; send SIGHUP to load it"
 REFUSED_MESSAGE = "config changed on disk and does not load; still serving the running one"
+# what a file removed (or unreadable) is refused as: its digest None reads as "nothing refused",
+# and every later edit was then taken for the change already said, broken or not
+GONE = "(no file)"
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -73,10 +76,10 @@ class ConfigWatch(Collector):
             self._stat = stat
             digest = _digest(self.path)
             changed = stat is None or digest != self._loaded
-            if changed and (not self.changed or self._refused not in (None, digest)):
+            if changed and (not self.changed or self._refused not in (None, digest or GONE)):
                 # loaded as a SIGHUP would read it: a file removed (or unreadable) does not load either
                 error = self._load_error()
-                self._refused = None if error is None else digest
+                self._refused = None if error is None else digest or GONE
                 self.announce(f"{CHANGED_MESSAGE} ({self.path})" if error is None
                               else f"{REFUSED_MESSAGE} ({self.path}): {error}")
             if not changed:
@@ -97,7 +100,7 @@ class ConfigWatch(Collector):
         """A SIGHUP read the file as `read` and could not load it (`error`): until it changes
         again the change is said as one that does not load, not as one a SIGHUP would load."""
         with self._lock:
-            self._stat, self._refused = read
+            self._stat, self._refused = read[0], read[1] or GONE
             changed = read[0] is None or read[1] != self._loaded
             if changed and not self.changed:
                 self.announce(f"{REFUSED_MESSAGE} ({self.path}): {error}")
