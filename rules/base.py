@@ -105,6 +105,17 @@ class RuleConfig(Strict):
     critical_monthly_usd: Decimal = Field(default=Decimal("1000"), ge=0,
                                           description="findings with at least this much at stake (for waste: a month) are critical")
 
+    def doubts(self) -> list[tuple[str, str]]:
+        """(key, why) for each percentage (a `_pct` key) set between 0 and 1: likely a fraction
+        written where a percent is meant (`sm_active_max_pct: 0.05` for 5 %). `config validate`
+        says it; it is not refused, as 0.5 % may be meant."""
+        doubts = []
+        for key in sorted(self.model_fields_set):
+            if key.endswith("_pct") and 0 < (value := Decimal(str(getattr(self, key)))) < 1:
+                percent = format((value * 100).normalize(), "f")
+                doubts.append((key, f"{value} is a percentage, {value} %; write {percent} if {percent} % is meant"))
+        return doubts
+
 
 RuleConfigT = TypeVar("RuleConfigT", bound=RuleConfig)
 

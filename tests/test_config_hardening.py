@@ -271,6 +271,20 @@ def test_57_rule_errors_are_named_with_the_rest_of_the_config_at_once(tmp_path):
     assert all(path in result.output for path in ("report.topp", "rules.idle-gpuu", "rules.idle-gpu.sm_active_max_pc"))
 
 
+def test_a_percentage_written_as_a_fraction_is_warned_at_validate_not_refused(tmp_path):
+    """`idle-gpu: {sm_active_max_pct: 0.05}` (5 % meant) flagged only GPUs under 0.05 % busy,
+    without a word; a percentage at 1 or more, or left at its default, says nothing."""
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake"), "rules": {
+        "idle-gpu": {"sm_active_max_pct": 0.05, "gpu_util_max_pct": 10},
+        "unallocated-spend": {"max_unallocated_pct": "0.5"}, "spend-anomaly": {"min_impact_pct": 1}}})
+    result = CliRunner().invoke(cli, ["--config", config, "config", "validate"])
+    assert result.exit_code == 0 and result.stdout.startswith("config ok"), result.output
+    assert result.stderr.splitlines() == [
+        f"warning: {config}: rules.idle-gpu.sm_active_max_pct: 0.05 is a percentage, 0.05 %; write 5 if 5 % is meant",
+        f"warning: {config}: rules.unallocated-spend.max_unallocated_pct: 0.5 is a percentage, 0.5 %; write 50 if "
+        "50 % is meant"], result.stderr
+
+
 def test_ingest_and_inventory_without_sources_say_what_to_add(tmp_path):
     config = write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake")})
     ingest = invoke("--config", config, "ingest")

@@ -181,7 +181,11 @@ def config_validate(obj: Context) -> None:
     """Load and validate the config; exit 0 if valid, 2 with dotted paths if not."""
     from service.findings.run import rules_for
 
-    enabled = sum(rule.config.enabled for rule in rules_for(obj.config))
+    rules = rules_for(obj.config)
+    for rule in rules:
+        for key, why in rule.config.doubts():
+            click.echo(f"warning: {obj.config.file}: rules.{rule.name}.{key}: {why}", err=True)
+    enabled = sum(rule.config.enabled for rule in rules)
     click.echo(f"config ok: {len(obj.config.sources)} source(s), {enabled} rule(s) enabled, lake at {obj.config.lake}")
 
 
