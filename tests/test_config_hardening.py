@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
+from service.core.config import load_config
 from service.core.config_file import MAX_CONFIG_BYTES, MAX_ITEMS
 
 COMMANDS = [["config", "validate"], ["ingest"], ["status"], ["attribute", "--since", "7d"], ["report"],
@@ -120,6 +123,21 @@ def test_50_duplicate_yaml_keys_are_refused_with_their_lines(tmp_path, text, mes
     result = invoke("--config", write(tmp_path / "spendlake.yaml", text), "config", "validate")
     assert result.exit_code == 2, result.output
     assert message in result.output and "spendlake.yaml" in result.output
+
+
+def test_a_number_yaml_would_round_is_refused_with_its_line_and_quoted_it_is_read_exactly(tmp_path):
+    budget = "budgets:\n  - {name: big, dimension: team, value: pretrain, amount: %s}\n"
+    text = f"lake: {tmp_path / 'lake'}\n" + budget % "1234567890123456789.12"
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", text), "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert ("line 3: 1234567890123456789.12 has more digits than a YAML number keeps "
+            "(it would be read as 1.2345678901234568e+18)") in result.output
+    assert "spendlake.yaml" in result.output and "in quotes" in result.output
+    quoted = f"lake: {tmp_path / 'lake'}\n" + budget % "'1234567890123456789.12'"
+    config = load_config(write(tmp_path / "quoted.yaml", quoted))
+    assert config.budgets[0].amount == Decimal("1234567890123456789.12")
+    plain = f"lake: {tmp_path / 'lake'}\n" + budget % "2500.50"  # a float that holds its digits reads as before
+    assert load_config(write(tmp_path / "plain.yaml", plain)).budgets[0].amount == Decimal("2500.50")
 
 
 def test_50_merge_keys_may_still_be_overridden(tmp_path):

@@ -7,6 +7,9 @@ settings are validated (service.core.config).
 - At most MAX_CONFIG_BYTES (10 MB): a config is a page of settings, not a data file.
 - YAML 1.2 booleans and unique keys: a second `sources:` (or any key repeated in one
   mapping) is an error with both lines, never a silent replacement of the first.
+- A number YAML would round (a float holds ~16 digits: `amount: 1234567890123456789.12`
+  reads as 1.2345678901234568e18) is an error with its line, saying to quote it: money is
+  exact, and a quoted number reaches the Decimal settings digit for digit.
 - Every list or mapping holds at most MAX_ITEMS entries, and the whole file at most
   MAX_VALUES values once YAML aliases are expanded (an alias bomb stops here, not in
   validation), and nesting stops at MAX_DEPTH levels (an alias inside its own anchor);
@@ -15,8 +18,10 @@ settings are validated (service.core.config).
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +84,9 @@ def read_config_file(path: Path) -> Any:
         data = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
     except DuplicateKeyError as exc:
         raise ConfigError(str(exc), where=str(path), hint="keep one of them (YAML keeps only the last)") from None
+    except InexactNumberError as exc:
+        raise ConfigError(str(exc), where=str(path), hint="write it in quotes ('...') to keep every digit, "
+                                                          "or write fewer digits") from None
     except yaml.YAMLError as exc:
         raise yaml_error(exc, str(path), text) from None
     if data is None:  # emptied as it is written (a shell's `>`, an editor's save): read, it is another lake
@@ -106,6 +114,10 @@ class DuplicateKeyError(yaml.YAMLError):
     pass
 
 
+class InexactNumberError(yaml.YAMLError):
+    pass
+
+
 class ConfigLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser: ~10x faster
     """PyYAML's safe loader with YAML 1.2 booleans (only true/false: `on:`, a budget's key,
     `yes`, `no` and `off` stay the strings they are written as), refusing a key that appears
@@ -127,6 +139,17 @@ class ConfigLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's 
                                             f"{seen[key].start_mark.line + 1} and line {key_node.start_mark.line + 1}")
                 seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = super().construct_yaml_float(node)
+        written = node.value.replace("_", "")
+        if math.isfinite(value) and ":" not in written and Decimal(repr(value)) != Decimal(written):
+            raise InexactNumberError(f"line {node.start_mark.line + 1}: {node.value} has more digits than a YAML "
+                                     f"number keeps (it would be read as {value!r})")
+        return value
+
+
+ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_yaml_float)
 
 
 ConfigLoader.yaml_implicit_resolvers = {
