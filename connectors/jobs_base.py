@@ -74,7 +74,7 @@ class FileSource(JobSource):
 
 class HttpSource(JobSource):
     max_attempts: int = Field(default=5, ge=1, le=20, description="HTTP attempts in all (the first and its retries)")
-    timeout_seconds: float = Field(default=30, gt=0, le=600, description="per HTTP request")
+    timeout_seconds: float = Field(default=30, gt=0, le=600, description="per HTTP request, its whole answer")
     lookback_hours: int = Field(default=48, ge=1, le=24 * 400, description="jobs active in this many past hours")
     run_labels: tuple[str, ...] = Field(
         default=("run", "run_id"), max_length=20,

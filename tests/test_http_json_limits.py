@@ -1,0 +1,149 @@
+"""connectors/http_json.py against real local HTTP servers, where a server misbehaves: a
+Retry-After of a day, an answer dripped a few bytes a second, a redirect to another host
+(the token must stay behind), a redirect under max_attempts: 1."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import urllib3.util.retry
+from click.testing import CliRunner
+
+from connectors import http_json
+from service.cli.main import cli
+from service.core.errors import SourceError
+
+JOBS = json.dumps({"jobs": []}).encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Answers each GET with `route(self)`; keeps each request's path and headers."""
+
+    route: Callable[[BaseHTTPRequestHandler], None]
+    seen: list[tuple[str, dict]]
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.seen.append((self.path, dict(self.headers)))
+        try:
+            self.route(self)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
+
+    def answer(self, status: int, body: bytes = JOBS, **headers: str) -> None:
+        self.send_response(status)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(route) -> tuple[str, list]:
+        handler = type("H", (Handler,), {"route": staticmethod(route), "seen": []})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}", handler.seen
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    """The retry policy's sleeps, recorded (and not slept): a test fails, never hangs a day."""
+    slept: list[float] = []
+    monkeypatch.setattr(urllib3.util.retry.time, "sleep", slept.append)
+    return slept
+
+
+def test_a_retry_after_longer_than_the_timeout_fails_at_once_naming_the_wait(serve, sleeps):
+    url, seen = serve(lambda h: h.answer(429, b'{"errors": [{"description": "slow down"}]}', **{"Retry-After": "86400"}))
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url + "/slurmdb/v0.0.38/jobs?token=s3cret", attempts=5, timeout=10)
+    assert str(raised.value).startswith(f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 429 asking to wait 86400 s "
+                                        "before trying again (Retry-After), longer than timeout_seconds (10 s)")
+    assert sleeps == [] and len(seen) == 1
+
+
+def test_a_retry_after_within_the_timeout_is_waited_then_tried_again(serve, sleeps):
+    answers = [(429, {"Retry-After": "3"}), (200, {})]
+    url, seen = serve(lambda h: h.answer(answers[0][0], **answers.pop(0)[1]))
+    assert http_json.get_json(url, attempts=2, timeout=10) == {"jobs": []}
+    assert sleeps == [3.0] and len(seen) == 2
+
+
+def test_a_source_asked_to_wait_a_day_exits_3(tmp_path, serve, sleeps):
+    url, _ = serve(lambda h: h.answer(429, b"slow down", **{"Retry-After": "86400"}))
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38"}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3, result.output
+    assert f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 429 asking to wait 86400 s" in result.output
+    assert sleeps == []
+
+
+def drip(handler: Handler) -> None:
+    """40 KB at about 4 KB a second: every read gets bytes well within the timeout."""
+    body = b'{"jobs": [' + b" " * 40_000 + b"]}"
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    for start in range(0, len(body), 400):
+        handler.wfile.write(body[start:start + 400])
+        handler.wfile.flush()
+        time.sleep(0.1)
+
+
+def test_a_slow_answer_is_given_up_after_timeout_seconds_in_all(serve):
+    url, seen = serve(drip)
+    began = time.monotonic()
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url + "/api/v1/query_range", attempts=3, timeout=1)
+    assert time.monotonic() - began < 3  # not the ~10 s the whole answer takes
+    assert f"{url}/api/v1/query_range: the server was too slow" in str(raised.value)
+    assert "raise timeout_seconds" in str(raised.value) and len(seen) == 1
+
+
+def test_the_token_does_not_follow_a_redirect_to_another_host(serve):
+    elsewhere, seen_elsewhere = serve(lambda h: h.answer(200))
+    url, seen = serve(lambda h: h.answer(302, b"", Location=elsewhere + "/slurmdb/v0.0.38/jobs"))
+    secret = {"X-SLURM-USER-TOKEN": "tok3n", "X-SLURM-USER-NAME": "svc", "Accept": "application/json"}
+    signed = {"Authorization": "AWS4-HMAC-SHA256 sig", "X-Amz-Security-Token": "sess1on", "X-Amz-Date": "20261202"}
+    assert http_json.get_json(url + "/slurmdb/v0.0.38/jobs", headers=secret, sign=lambda _: signed) == {"jobs": []}
+    [(_, first)] = seen
+    assert first["X-SLURM-USER-TOKEN"] == "tok3n" and first["X-Amz-Security-Token"] == "sess1on"
+    [(path, second)] = seen_elsewhere
+    assert path == "/slurmdb/v0.0.38/jobs"
+    assert "tok3n" not in json.dumps(second) and "sess1on" not in json.dumps(second) and "sig" not in json.dumps(second)
+
+
+def test_a_redirect_on_the_same_server_keeps_the_token(serve):
+    url, seen = serve(lambda h: h.answer(301, b"", Location="/v2") if h.path == "/v1" else h.answer(200))
+    assert http_json.get_json(url + "/v1", headers={"X-SLURM-USER-TOKEN": "tok3n"}) == {"jobs": []}
+    assert [(path, headers["X-SLURM-USER-TOKEN"]) for path, headers in seen] == [("/v1", "tok3n"), ("/v2", "tok3n")]
+
+
+def test_one_attempt_still_follows_a_redirect_and_a_loop_is_named(serve):
+    url, seen = serve(lambda h: h.answer(302, b"", Location="/jobs") if h.path == "/old" else h.answer(200))
+    assert http_json.get_json(url + "/old", attempts=1) == {"jobs": []}
+    assert [path for path, _ in seen] == ["/old", "/jobs"]
+    loop, _ = serve(lambda h: h.answer(302, b"", Location="/again"))
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(loop + "/again", attempts=3, hint="check inventory[0].url")
+    assert str(raised.value).startswith(f"{loop}/again: redirected more than {http_json.REDIRECTS} times")
+    assert "check inventory[0].url, or give the URL the redirects end at" in str(raised.value)
