@@ -108,21 +108,32 @@ def _one_attempt(retry: type, sent: dict[str, str]) -> Any:
 
 
 def _read(response: Any, deadline: float, timeout: float, where: str) -> bytes:
-    """The answer's body, read a chunk at a time and given up once `deadline` has passed: urllib3's
-    timeout bounds each read, which a server sending a few bytes a second never trips. A read waits
-    at most `timeout` itself, so a slow answer is given up within twice `timeout`, not retried."""
+    """The answer's body by `deadline`: urllib3's timeout bounds each read, which a server sending
+    a few bytes a second never trips, so each chunk's read waits only what is left (a slow answer
+    is given up, not retried: a slow server stays slow)."""
+    from urllib3.exceptions import ReadTimeoutError
+
     chunks, size = [], 0
-    while chunk := response.read1(CHUNK_BYTES):
+    while True:
+        left = deadline - time.monotonic()
+        sock = getattr(response.connection, "sock", None)
+        try:
+            if left <= 0:
+                raise ReadTimeoutError(None, None, "past the deadline")  # type: ignore[arg-type]
+            if sock is not None:
+                sock.settimeout(left)  # urllib3 sets it anew for the connection's next request
+            chunk = response.read1(CHUNK_BYTES)
+        except ReadTimeoutError:
+            raise SourceError(f"the server was too slow: {size} bytes of its answer came in {timeout:g} s "
+                              "(timeout_seconds), and more were still to come", where=where,
+                              hint="raise timeout_seconds, or read a shorter window (lookback_hours)") from None
+        if not chunk:
+            return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             raise SourceError(f"the answer is larger than {MAX_BODY_BYTES >> 20} MB", where=where,
                               hint="read a shorter window (lookback_hours)")
-        if time.monotonic() > deadline:
-            raise SourceError(f"the server was too slow: {size} bytes of its answer came in {timeout:g} s "
-                              "(timeout_seconds), and more were still coming", where=where,
-                              hint="raise timeout_seconds, or read a shorter window (lookback_hours)")
-    return b"".join(chunks)
 
 
 def _wait(policy: Any, response: Any, timeout: float, where: str) -> None:

@@ -119,6 +119,25 @@ def test_a_slow_answer_is_given_up_after_timeout_seconds_in_all(serve):
     assert "raise timeout_seconds" in str(raised.value) and len(seen) == 1
 
 
+def stall(handler: Handler) -> None:
+    """The headers, a few bytes, then nothing for longer than the timeout."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    handler.wfile.write(b'{"jobs": [')
+    handler.wfile.flush()
+    time.sleep(3)
+
+
+def test_an_answer_that_stops_coming_is_too_slow_within_the_timeout(serve):
+    url, _ = serve(stall)
+    began = time.monotonic()
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url, attempts=1, timeout=0.5)
+    assert time.monotonic() - began < 2.5
+    assert "the server was too slow: 10 bytes of its answer came in 0.5 s (timeout_seconds)" in str(raised.value)
+
+
 def test_the_token_does_not_follow_a_redirect_to_another_host(serve):
     elsewhere, seen_elsewhere = serve(lambda h: h.answer(200))
     url, seen = serve(lambda h: h.answer(302, b"", Location=elsewhere + "/slurmdb/v0.0.38/jobs"))
