@@ -339,7 +339,8 @@ def test_37_verify_on_a_read_only_lake_still_checks_and_answers_and_warns_it_rec
 
 @pytest.mark.parametrize("value, says", [
     # beyond the lake's 26 integer digits (FOCUS CSV money is parsed from its text up to there)
-    ("900000000000000000000000000", "line 2, column BilledCost: '900000000000000000000000000' is too large for DECIMAL"),
+    ("900000000000000000000000000", "line 2, column BilledCost: '900000000000000000000000000' is too large for the lake "
+     "(money holds at most 26 digits before the point, quantities 22)"),
     ("NaN", "line 2, column BilledCost: 'NaN' is not a finite amount"),
     ("12,5 EUR", "line 2, column BilledCost: could not convert '12,5 EUR' to DECIMAL"),
 ])

@@ -16,6 +16,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from service.core.logs import without_url_credentials
+from service.core.schema import MONEY, QUANTITY
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +332,14 @@ def conversion_reason(value: str, kind: str) -> str:
         return f"could not convert {value!r} to {kind}"
     if not number.is_finite():
         return f"{value!r} is not a finite amount"
-    return f"{value!r} is too large for DECIMAL (costs hold at most 20 digits before the point)"
+    return f"{value!r} is too large for the lake (money holds at most {_whole_digits(MONEY)} digits before the " \
+           f"point, quantities {_whole_digits(QUANTITY)})"
+
+
+def _whole_digits(kind: str) -> int:
+    """DECIMAL(p,s)'s digits before the point: p - s."""
+    precision, scale = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", kind).groups()
+    return int(precision) - int(scale)
 
 
 def sandbox_error(path: Path, message: str, where: str | None) -> SourceError:
