@@ -151,6 +151,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                               "not the pods it reports", where=c.prometheus_url,
                               hint="scrape kube-state-metrics with honor_labels: true (a ServiceMonitor's honorLabels: "
                                    "true), then run inventory again once lookback_hours of series have that shape")
+        if c.namespaces:
+            self._warn_unseen(ask("group by (namespace) (kube_pod_info)"), start, end)
         table.add_without_uid(ask(f'group{cluster_by} ({{{requests}, uid=""}})'))
         # the listings and creation times first: they cut the names without uid into lives
         inner = where.removeprefix(", ")
@@ -197,6 +199,16 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             table.add_gpu_use(self._gpu_use(start, end))
             table.add_mig_profiles(self._mig_profiles(start, end))
         return [SnapshotPart("jobs", jobs_relation(con, table.rows(c.run_labels)))]
+
+    def _warn_unseen(self, listed: list[Series], start: datetime, end: datetime) -> None:
+        """Configured namespaces that held no pod at all in the window: a typo there stores no
+        pod of it (and ends the running ones an earlier run read) without a word."""
+        seen = {series["metric"].get("namespace", "") for series in listed}
+        if unseen := sorted(set(self.config.namespaces) - seen):
+            log.warning("%s (%s): namespaces %s held no pod from %s to %s UTC (kube_pod_info), so none of theirs is "
+                        "read; the namespaces seen: %s; check %s.namespaces for a typo", self.config.name,
+                        self.config_path, ", ".join(unseen), minute_text(start), minute_text(end),
+                        ", ".join(sorted(seen - {""})[:20]) or "none", self.config_path)
 
     def _warn_unread(self, unread: list[Series]) -> None:
         """Pods asking for an accelerator's resource spendlake does not read (a GPU shared under a

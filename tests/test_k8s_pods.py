@@ -289,9 +289,19 @@ def test_only_the_configured_namespaces_and_no_dcgm(tmp_path, prometheus):
 
 
 @pytest.mark.binary
-def test_a_window_without_gpu_pods_stores_zero_rows(tmp_path, prometheus):
+def test_a_window_without_gpu_pods_stores_zero_rows(tmp_path, prometheus, caplog):
     outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, namespaces=["web"])
     assert outcome.error is None and list(outcome.rows.values()) == [0]
+    assert not [r for r in caplog.records if "held no pod" in r.getMessage()]  # web's pods ask for no GPU
+
+
+@pytest.mark.binary
+def test_a_configured_namespace_no_pod_is_in_is_warned_naming_the_key(tmp_path, prometheus, caplog):
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, namespaces=["trian", "eval"])
+    assert outcome.error is None and list(outcome.rows.values()) == [1]  # eval-mig, read as before
+    [said] = [r.getMessage() for r in caplog.records if "held no pod" in r.getMessage()]
+    assert said.startswith("k8s (inventory[0]): namespaces trian held no pod from ")
+    assert said.endswith("the namespaces seen: debug, eval, train, web; check inventory[0].namespaces for a typo")
 
 
 def inventory_cli(tmp_path: Path, url: str):
