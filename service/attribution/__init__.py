@@ -25,7 +25,8 @@ its modules (tests/test_layout.py):
 - `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
-  clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py);
+  clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py; asked: run_query.py,
+  answered: run_result.py);
 - `RunStory`, `RunJob`, `RunInstance`, `UNFINISHED`: one run's jobs, cost by job type and state,
   and the idle beside it, for `runs --run` (service/attribution/run_story.py);
 - `parse_where`: `team=nlp` options as a filter;
@@ -69,7 +70,9 @@ _MODULES = {
     "rollup_build": ("RollupBuild",),
     "rollup_kept": ("RollupsKept", "kept_in"),
     "rollup_told": ("told_by",),
-    "run_rows": ("OTHER", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
+    "run_rows": ("runs",),
+    "run_query": ("RunsQuery",),
+    "run_result": ("OTHER", "RunRow", "RunsResult", "RunTotal"),
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("COMMITMENTS_SINCE", "Commitment", "CommitmentsResult", "commitments",
                          "commitments_asked"),

@@ -26,7 +26,7 @@ from service.core.lake import Lake
 from service.core.timewindow import Window, minute_text, month_text
 
 if TYPE_CHECKING:
-    from service.attribution.run_rows import RunsResult
+    from service.attribution.run_result import RunsResult
 
 
 def with_notes(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, result: AttributionResult,

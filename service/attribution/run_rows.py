@@ -1,7 +1,9 @@
 """Runs on shared GPU clusters: one row per run, what `spendlake runs` and `/api/v1/runs` show.
 
-    RunsQuery.parse(since=..., until=..., by=..., state=..., top=..., cost=...) -> RunsQuery
-    runs(lake, config, query) -> RunsResult   (.rows: RunRow, .totals: RunTotal, .to_json())
+    RunsQuery.parse(since=..., until=..., by=..., state=..., top=..., cost=...) -> RunsQuery  (run_query.py)
+    runs(lake, config, query) -> RunsResult   (run_result.py: .rows: RunRow, .totals: RunTotal, .to_json())
+
+This module makes the rows; run_grouping.py filters, groups, folds and totals them.
 
 A run is the `run` dimension of allocation (service/attribution/allocation.py): a job record's
 `run_id` (its job id unless a label or column says), an EKS pod's run tag or workload. Per run and currency:
@@ -41,193 +43,33 @@ without `since` its window is its own span (`run_window`). A run `state` leaves 
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 from service.attribution.sessions import read_sessions
-from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in, with_clusters
+from service.attribution.clusters import ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
-from service.attribution.job_rules import IdleRule, idle_job_rules
+from service.attribution.job_rules import idle_job_rules
 from service.attribution.needs import Needs
-from service.attribution.query import Naming, cli_option, listed_once, top_rows, window_at
+from service.attribution.query import Naming, cli_option, window_at
+from service.attribution.run_grouping import arranged, kept_by_state, state_noted
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
                                             job_records, joined_clusters, run_span)
 from service.attribution.rollup_versions import READ_TABLES
-from service.attribution.run_story import RunStory, run_story
+from service.attribution.run_query import RunsQuery
+from service.attribution.run_result import GPU_HOURS_QUANTUM, RunRow, RunsResult
+from service.attribution.run_story import run_story
 from service.attribution.run_sums import run_sums
-from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import billing_periods, data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
-from service.core.job_states import STATE_SYNONYMS, STATES
 from service.core.lake import Lake
-from service.core.suggest import suggestion
-from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, past_the_data, utc_now
+from service.core.timewindow import Window, utc_now
 
-RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
-OTHER = "other"
-GPU_HOURS_QUANTUM = MONEY_QUANTUM = Decimal("1e-6")
 HOUR = timedelta(hours=1)
-
-
-@dataclass(frozen=True)
-class RunsQuery:
-    window: Window | None  # None: `run`'s own span (`runs` finds it: `run_window`)
-    by: tuple[str, ...] = ()
-    states: tuple[str, ...] = ()  # upper case; a run is kept when its last job's state is one of them
-    top: int | None = None
-    cost: str = "billed"
-    run: str | None = None  # one run's rows and story
-    # without `until`: the window at another data end (`window_at`); None when `until` fixed it
-    anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
-    naming: Naming = field(default=cli_option, compare=False, repr=False)  # how errors found later name parameters
-    as_of: bool = False  # `until` given: a run's state and end as they stood at the window's end (job_records)
-
-    @classmethod
-    def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
-              state: str | None = None, top: str | int | None = None, cost: str | None = None,
-              run: str | None = None, now: datetime | None = None, end: datetime | None = None,
-              naming: Naming = cli_option) -> RunsQuery:
-        """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
-        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end);
-        without `since`, `run`'s window is its own span (`run_window`)."""
-        if not since and not (run or "").strip():
-            raise UsageError("the window needs a start", where=naming("since"),
-                             hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
-        if not since and until:
-            raise UsageError("the window needs a start", where=naming("since"),
-                             hint=f"give {naming('since')} too, or neither for the run's own span")
-        groups = listed_once((by or "").split(","), naming("by"))
-        for name in groups:
-            if name not in RUN_GROUPS:
-                raise UsageError(f"runs cannot be grouped by {name!r}", where=naming("by"),
-                                 hint=f"use some of {', '.join(RUN_GROUPS)}")
-        states = tuple(dict.fromkeys(_job_state(s, naming("state")) for s in (state or "").split(",") if s.strip()))
-        top_n = top_rows(top, naming("top"))
-        if (cost or "billed") not in MEASURES:
-            raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
-        if run is not None and not run.strip():
-            raise UsageError("the run id is empty", where=naming("run"), hint="name a run, e.g. its run_id")
-        if not since:  # one run: its own span, found in the lake by `runs`
-            return cls(None, groups, states, top_n, cost or "billed", run.strip(), naming=naming)
-        now = now or utc_now()
-        return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
-                   cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming),
-                   naming, bool(until))
-
-
-@dataclass(frozen=True)
-class RunRow:
-    run: str
-    values: dict[str, str | None]  # team, project, experiment, job_type, cluster, user
-    jobs: int
-    restarts: int
-    gpus: Decimal | None
-    gpu_hours: Decimal | None
-    cost: Decimal
-    currency: str | None
-    state: str | None
-    start: datetime | None
-    end: datetime | None
-    idle_share: Decimal | None
-    priced_hours: Decimal | None  # of gpu_hours, those of its jobs that cost: a job in no bill has no price
-    folded_runs: int = 0  # `top`'s row of the rest (named `other`): the runs in it; a run may be named other too
-    held_hours: Decimal | None = None  # gpu_hours before rounding: the rest and the totals sum these
-
-    @property
-    def exact_hours(self) -> Decimal:
-        return self.held_hours if self.held_hours is not None else self.gpu_hours or Decimal(0)
-
-    @property
-    def exact_cost_per_gpu_hour(self) -> Decimal | None:
-        """The exact cost ÷ the exact priced GPU-hours: each figure shown rounds it once (JSON and CSV
-        to 6 decimals, tables to the cent), never its 6 decimals again (2.0149999 / 1 is $2.01, not 2.02)."""
-        if not self.priced_hours or self.currency is None:  # no currency: nothing billed, no price
-            return None
-        return self.cost / self.priced_hours
-
-    @property
-    def cost_per_gpu_hour(self) -> Decimal | None:
-        exact = self.exact_cost_per_gpu_hour
-        return None if exact is None else exact.quantize(MONEY_QUANTUM)
-
-    def group(self, by: tuple[str, ...]) -> tuple[str | None, ...]:
-        return tuple(self.state if d == "state" else self.values.get(d) for d in by)
-
-    def to_json(self) -> dict:
-        return {"run": self.run, **{d: self.values.get(d) for d in VALUES}, "jobs": self.jobs, "restarts": self.restarts,
-                "gpus": _text(self.gpus), "gpu_hours": _text(self.gpu_hours), "cost": _text(self.cost),
-                "currency": self.currency, "cost_per_gpu_hour": _text(self.cost_per_gpu_hour),
-                "idle_share": _text(self.idle_share), "state": self.state,
-                "start": iso_utc(self.start) if self.start else None, "end": iso_utc(self.end) if self.end else None,
-                **({"folded_runs": self.folded_runs} if self.folded_runs else {})}
-
-
-@dataclass(frozen=True)
-class RunTotal:
-    group: tuple[str | None, ...]
-    currency: str | None
-    runs: int
-    jobs: int
-    gpu_hours: Decimal
-    cost: Decimal
-
-
-@dataclass(frozen=True)
-class RunsResult:
-    query: RunsQuery
-    rows: tuple[RunRow, ...]
-    totals: tuple[RunTotal, ...]
-    lake_empty: bool = False  # no bill in the lake: the rows are what the job records show, without cost
-    overbooked: int = 0
-    sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
-    clusters: tuple[ClusterCost, ...] = ()  # each cluster's instance cost and idle part in the window
-    states_left_out: tuple[str, ...] = ()  # the last jobs' states `--state` did not name (why it kept none)
-    story: RunStory | None = None  # `run`: its jobs, splits and idle
-    idle_rules: tuple[IdleRule, ...] = ()  # the job-field rules no job of the window meets (job_rules.py)
-
-    @property
-    def window(self) -> Window:
-        return self.query.window
-
-    @property
-    def data_through(self) -> datetime | None:
-        """The end of the bill in the lake: a run's hours after it have no cost yet."""
-        return max((moment for _, moment in self.sources if moment is not None), default=None)
-
-    @property
-    def unreached(self) -> str | None:
-        """How much of the window lies past the bill's end (service.core.timewindow.past_the_data)."""
-        return past_the_data(self.window, self.data_through)
-
-    def to_json(self) -> dict:
-        by = self.query.by
-        return {"since": iso_utc(self.query.window.since), "until": iso_utc(self.query.window.until),
-                "cost": self.query.cost, "by": list(by), "rows": [row.to_json() for row in self.rows],
-                "totals": [{**dict(zip(by, t.group)), "currency": t.currency, "runs": t.runs, "jobs": t.jobs,
-                            "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals],
-                "data_through": iso_utc(self.data_through) if self.data_through else None,
-                "sources": [{"source": name, "data_through": iso_utc(moment) if moment else None}
-                            for name, moment in self.sources]} | (self.story.to_json() if self.story else {})
-
-
-def _job_state(text: str, where: str) -> str:
-    """A Slurm job state as the job sources store it (`failed`, `Canceled` read too); another
-    word is a UsageError, never a filter that silently keeps nothing."""
-    word = text.strip().upper()
-    word = STATE_SYNONYMS.get(word, word)
-    if word not in STATES:
-        raise UsageError(f"no job state {word!r}", where=where, hint=suggestion(word, STATES, "states"))
-    return word
-
-
-def _text(value: Decimal | None) -> str | None:
-    return None if value is None else format(value, "f")
 
 
 def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> RunsResult:
@@ -275,9 +117,9 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
             con.close()
         rows = [_row(side.name, side.stated, Decimal(0), None, side, set(), None) for run, side in records.items()
                 if _wanted(query, run)]
-        kept, left_out = _kept(query, rows)
-        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out,
-                       story=_state_noted(story, query, rows, kept), idle_rules=idle_rules)
+        kept, left_out = kept_by_state(query, rows)
+        return replace(arranged(query, kept, 0), lake_empty=True, states_left_out=left_out,
+                       story=state_noted(story, query, rows, kept), idle_rules=idle_rules)
     through = session.data_through()
     query = window_at(query, through)
     # every run's idle share first (one run's comes from the parts its story reads): its allocation's
@@ -306,9 +148,9 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     for run, side in records.items():
         if run not in costed and _wanted(query, run):
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, set(), None))
-    kept, left_out = _kept(query, rows)
-    return replace(_arrange(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
-                   states_left_out=left_out, story=_state_noted(story, query, rows, kept),
+    kept, left_out = kept_by_state(query, rows)
+    return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
+                   states_left_out=left_out, story=state_noted(story, query, rows, kept),
                    idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con)))
 
 
@@ -334,22 +176,6 @@ def _wanted(query: RunsQuery, run: str) -> bool:
     return query.run is None or run == folded(query.run)
 
 
-def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str, ...]]:
-    """The rows whose last job's state `--state` names (all without it), and the last states it did not name."""
-    left_out = tuple(sorted({r.state.upper() for r in rows if r.state} - set(query.states))) if query.states else ()
-    return [r for r in rows if not query.states or (r.state or "").upper() in query.states], left_out
-
-
-def _state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], kept: list[RunRow]) -> RunStory | None:
-    """One run that `state` leaves out says so and how its last job ended (an empty answer alone
-    reads as a run without jobs), and shows none of its jobs, as it shows no row."""
-    if story is None or kept or not rows:
-        return story
-    ended = " and ".join(sorted({r.state or "no state" for r in rows}))
-    return replace(story, jobs=(), instances=(), notes=(*story.notes, f"run {rows[0].run!r} is left out by the state "
-                                                        f"filter ({' or '.join(query.states)}): its last job ended {ended}"))
-
-
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, jobs: set[str],
          idle: Decimal | None) -> RunRow:
     """`jobs`: the (cluster, id) keys of its jobs with a part (a cost) in `currency`."""
@@ -359,42 +185,3 @@ def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: Job
     return RunRow(name, values, side.jobs, side.restarts, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
                   cost, currency, side.state, side.start, None if side.running else side.end, idle,
                   priced, held_hours=side.gpu_hours)  # the price of the hours as held, not as rounded
-
-
-def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResult:
-    """Groups costliest first, the rows in each too; `top` per group with the rest as `other`; totals."""
-    groups: dict[tuple, list[RunRow]] = defaultdict(list)
-    for row in rows:
-        groups[row.group(query.by)].append(row)
-    kept, totals = [], []
-    for group in sorted(groups, key=lambda g: (_costliest(groups[g]), tuple(v or "" for v in g))):
-        members = sorted(groups[group], key=lambda r: (r.currency or "~", -r.cost, r.run))
-        per_currency: dict[str | None, list[RunRow]] = defaultdict(list)
-        for row in members:
-            per_currency[row.currency].append(row)
-        for currency, these in per_currency.items():
-            totals.append(RunTotal(group, currency, len(these), sum(r.jobs for r in these),
-                                   sum((r.exact_hours for r in these), Decimal(0)).quantize(GPU_HOURS_QUANTUM),
-                                   sum((r.cost for r in these), Decimal(0))))
-            if query.top is None or len(these) <= query.top:
-                kept += these
-                continue
-            kept += these[:query.top]
-            rest = these[query.top:]
-            values = {d: None for d in VALUES} | {d: v for d, v in zip(query.by, group) if d != "state"}
-            held = sum((r.exact_hours for r in rest), Decimal(0))
-            kept.append(RunRow(OTHER, values, sum(r.jobs for r in rest), sum(r.restarts for r in rest), None,
-                               held.quantize(GPU_HOURS_QUANTUM),
-                               sum((r.cost for r in rest), Decimal(0)), currency,
-                               group[query.by.index("state")] if "state" in query.by else None, None, None, None,
-                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0)), len(rest), held))
-    return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
-
-
-def _costliest(rows: list[RunRow]) -> tuple[str, Decimal]:
-    """A group's place: its cost in its first currency (as its rows come, those without one last),
-    the larger first; amounts of two currencies are not compared."""
-    sums: dict[str, Decimal] = defaultdict(Decimal)
-    for row in rows:
-        sums[row.currency or "~"] += row.cost
-    return min((currency, -cost) for currency, cost in sums.items())
