@@ -48,13 +48,13 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
         notes.append(f"{', '.join(lacking)} delivered no {query.cost} cost, only {other} cost: counted as 0 here; "
                      f"{typed(naming, 'cost', other)} counts it")
     rules = idle_job_rules(lake, config if isinstance(config, AttributionConfig) else config.attribution,
-                           result.window, query.by)
+                           result.window, query.by, snapshot=result.read_in)
     warnings = [rule.text() for rule in rules if not rule.ever]
     if result.overbooked:
         warnings.append(f"{result.overbooked} instance-hour(s) in the window were over-booked: their jobs held more "
                         "GPU-seconds than the instances have, so those hours were shared in proportion (no idle, no "
                         "dollar made up); check the job records' GPUs and nodes")
-        warnings += [shared.text() for shared in shared_nodes(lake, result.window)]
+        warnings += [shared.text() for shared in shared_nodes(lake, result.window, result.read_in)]
     unmatched = tuple((dim, value, hint + several(dim, value, naming)) for dim, value, hint in result.unmatched)
     # of rows only: what their totals leave out (a window with none says why above)
     first = (billing_periods(lake) or [None])[0] if result.rows else None

@@ -218,7 +218,8 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
                              sources=sources, overbooked=overbooked, unmatched=unmatched, typos=typos,
                              spent_in=frozenset(spent_in), reserved=reserved_runs(config, where),
-                             window_cost=None if session.narrowed else held[0])
+                             window_cost=None if session.narrowed else held[0],
+                             read_in=session.snapshot if session.local else None)  # Spark: no local snapshot
 
 
 def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[str, Sequence[str]],

@@ -9,6 +9,7 @@ import threading
 from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
@@ -19,6 +20,7 @@ from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 from service.core.lake import DATA_FILE, READER_MEMORY_LIMIT, Lake
+from service.core.snapshot import Snapshot
 from service.core.snapshot_ledger import RECORDS
 from service.core.timewindow import Window
 
@@ -38,11 +40,12 @@ class IdleRule:
 
 
 def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: tuple[str, ...] | None = None,
-                   con: duckdb.DuckDBPyConnection | None = None) -> list[IdleRule]:
+                   con: duckdb.DuckDBPyConnection | None = None, snapshot: Snapshot | None = None) -> list[IdleRule]:
     """The rules of `dims` (None: every dimension) with a condition on a job's fields that no
     job record meets in `window` (those conditions alone: the rule's others cannot widen it).
     `con`: a connection with the lake's `jobs` view to read them on (a runs answer's own: a
-    connection of its own and the job records' checks cost ~25 ms), else one is opened."""
+    connection of its own and the job records' checks cost ~25 ms), else one is opened on
+    `snapshot` (an answer's: its job records, Snapshot.tables; None: the job records there now)."""
     if config.clusters is None or not lake.has_table(JOBS_TABLE):
         return []
     rules = [(f"attribution.dimensions.{name}.rules[{i}]", {k: v for k, v in rule.match.items() if k in JOB_MATCH_FIELDS})
@@ -51,7 +54,7 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
     rules = [(path, match) for path, match in rules if match]
     if not rules:
         return []
-    key = None if con is not None else _checked_key(lake, rules, window)  # `con` reads its own snapshot: none kept
+    key = None if con is not None else _checked_key(lake, rules, window, snapshot)  # `con` reads its own snapshot
     with _KEPT:
         if key is not None and key in _CHECKED:
             _CHECKED.move_to_end(key)
@@ -61,7 +64,8 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
               f"coalesce(end_time, $until) > {params.bind(window.since.replace(tzinfo=None), 'since')}")
     tests = [rule_condition(match, params) for _, match in rules]
     fields = ", ".join(f"CAST({JOB_FIELDS[key]} AS VARCHAR) AS {column}" for key, column in JOB_MATCH_FIELDS.items())
-    reading = nullcontext(con) if con is not None else lake.query(memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,))
+    reading = (nullcontext(con) if con is not None
+               else lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,)))
     with reading as reader:
         found = reader.execute(
             f"SELECT {', '.join(f'coalesce(bool_or({t} AND w), false), coalesce(bool_or({t}), false)' for t in tests)} "
@@ -83,13 +87,18 @@ _KEPT = threading.Lock()
 CHECKS_KEPT = 64
 
 
-def _checked_key(lake: Lake, rules: list[tuple[str, dict[str, str]]], window: Window) -> tuple | None:
-    """What a check reads: each job records file and its record as they are now (a commit renames a
-    new file in place: another inode and time), the configured sources, the rules and the window; None when
-    a file went while it was listed (the check then reads, and keeps nothing)."""
+def _checked_key(lake: Lake, rules: list[tuple[str, dict[str, str]]], window: Window,
+                 snapshot: Snapshot | None = None) -> tuple | None:
+    """What a check reads: each job records file (those `snapshot` holds, else those there now) and
+    its record as they are now (a commit renames a new file in place: another inode and time), the
+    configured sources, the rules and the window; None when a file went while it was listed (the
+    check then reads, and keeps nothing)."""
+    held = snapshot.tables.get(JOBS_TABLE) if snapshot is not None else None
+    read = ([Path(pin.path) for pin in held] if held is not None
+            else list(lake.table_dir(JOBS_TABLE).glob(f"*=*/*=*/{DATA_FILE}")))
     try:  # the files and their records: a record damaged after a kept check must fail the next as a read does
         files = tuple(sorted((str(path), (stat := path.stat()).st_ino, stat.st_size, stat.st_mtime_ns)
-                             for path in [*lake.table_dir(JOBS_TABLE).glob(f"*=*/*=*/{DATA_FILE}"),
+                             for path in [*read,
                                           *(lake.root / RECORDS / JOBS_TABLE).glob("source=*/*=*.json")]))
     except OSError:
         return None

@@ -14,6 +14,7 @@ import duckdb
 
 from service.attribution.jobs import JOBS_TABLE
 from service.core.lake import READER_MEMORY_LIMIT, Lake
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 
 SHOWN = 5  # node names a warning lists before "+N more"
@@ -56,11 +57,12 @@ class SharedNodes:
                 "(the source's cluster) and its instances that cluster tag")
 
 
-def shared_nodes(lake: Lake, window: Window) -> list[SharedNodes]:
-    """Each pair of job sources whose node-placed jobs name a node alike in overlapping hours of `window`."""
+def shared_nodes(lake: Lake, window: Window, snapshot: Snapshot | None = None) -> list[SharedNodes]:
+    """Each pair of job sources whose node-placed jobs name a node alike in overlapping hours of `window`,
+    in the job records `snapshot` holds (an answer's: Snapshot.tables; None: those there now)."""
     if not lake.has_table(JOBS_TABLE):
         return []
-    with lake.query(memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,)) as con:  # the window's jobs, each with each
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,)) as con:  # the window's jobs, each with each
         return shared_nodes_on(con, window.since.replace(tzinfo=None), window.until.replace(tzinfo=None))
 
 

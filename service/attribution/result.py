@@ -3,10 +3,11 @@ JSON contract of `spendlake attribute --format json` (service/attribution/api.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, iso_utc, past_the_data
 
 
@@ -69,6 +70,9 @@ class AttributionResult:
     # as `warning:`; `quiet`: the rules no job of this window met but others did (a quiet day: -v only)
     warnings: tuple[str, ...] = ()
     quiet: tuple[str, ...] = ()
+    # the lake state the rows were read in (DuckDB's; None: Spark's, or no bill): the job records the
+    # warnings read are those it holds (Snapshot.tables), not a job source's later snapshot
+    read_in: Snapshot | None = field(default=None, compare=False, repr=False)
 
     @property
     def data_through(self) -> datetime | None:

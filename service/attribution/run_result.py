@@ -3,7 +3,7 @@ the rows were read from (service/attribution/run_rows.py makes them; to_json is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -12,6 +12,7 @@ from service.attribution.job_rules import IdleRule
 from service.attribution.run_inputs import VALUES
 from service.attribution.run_query import RunsQuery
 from service.attribution.run_story import RunStory
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, iso_utc, past_the_data
 
 OTHER = "other"
@@ -87,6 +88,8 @@ class RunsResult:
     states_left_out: tuple[str, ...] = ()  # the last jobs' states `--state` did not name (why it kept none)
     story: RunStory | None = None  # `run`: its jobs, splits and idle
     idle_rules: tuple[IdleRule, ...] = ()  # the job-field rules no job of the window meets (job_rules.py)
+    # the lake state the rows were read in: the job records its warnings read (AttributionResult.read_in)
+    read_in: Snapshot | None = field(default=None, compare=False, repr=False)
 
     @property
     def window(self) -> Window:

@@ -47,7 +47,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from service.attribution.sessions import read_sessions
+from service.attribution.sessions import held_sessions
 from service.attribution.clusters import ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
 from service.attribution.job_rules import idle_job_rules
@@ -67,26 +67,27 @@ from service.core.coverage import billing_periods, data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, utc_now
 
 HOUR = timedelta(hours=1)
 
 
 def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> RunsResult:
-    """One row per run of the shared GPU clusters in the query's window (module docstring)."""
+    """One row per run of the shared GPU clusters in the query's window (module docstring), all
+    read in one snapshot of the lake: the run's span, its job records and costs of one state."""
     config = with_clusters(config)
-    if query.window is None:
-        query = replace(query, window=run_window(lake, query.run, query.naming))
-    return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
+    return held_sessions(lake, config, lambda snapshot, session: _runs(lake, snapshot, session, config, query),
                          Needs(usage_dims(config), (query.cost,), allocates=True))  # idle shares, a run's story
 
 
-def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
+def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snapshot | None = None) -> Window:
     """The run's own span in whole hours (allocation places each instance-hour whole: a cut hour
     would show part of the run's cost): its job records' first start to their last end, or to the
     data's end while one runs (to now when it began after the data's end). A run no job record names (EKS pods) gets every month the bill holds.
-    With neither, a UsageError names the window's start as `naming` spells it."""
-    con = lake.query(tables=READ_TABLES)
+    With neither, a UsageError names the window's start as `naming` spells it. `snapshot`: the
+    job records it holds (Snapshot.tables), not those listed now."""
+    con = lake.query(snapshot, tables=READ_TABLES)
     try:
         first, last, running = run_span(lake, con, run)
     finally:
@@ -105,9 +106,12 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
     return Window(since, until + HOUR if until < last or until == since else until)
 
 
-def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
+def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config: AttributionConfig,
+          query: RunsQuery) -> RunsResult:
+    if query.window is None:
+        query = replace(query, window=run_window(lake, query.run, query.naming, snapshot))
     if session is None:  # no bill in the lake: the runs of its job records, without cost
-        con = lake.query(tables=READ_TABLES)
+        con = lake.query(snapshot, tables=READ_TABLES)
         try:
             records = job_records(lake, con, config, query.window, None, query.run, query.as_of)
             idle_rules = tuple(idle_job_rules(lake, config, query.window, con=con))
@@ -119,7 +123,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
                 if _wanted(query, run)]
         kept, left_out = kept_by_state(query, rows)
         return replace(arranged(query, kept, 0), lake_empty=True, states_left_out=left_out,
-                       story=state_noted(story, query, rows, kept), idle_rules=idle_rules)
+                       story=state_noted(story, query, rows, kept), idle_rules=idle_rules, read_in=snapshot)
     through = session.data_through()
     query = window_at(query, through)
     # every run's idle share first (one run's comes from the parts its story reads): its allocation's
@@ -150,7 +154,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, set(), None))
     kept, left_out = kept_by_state(query, rows)
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
-                   states_left_out=left_out, story=state_noted(story, query, rows, kept),
+                   states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
                    idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con)))
 
 

@@ -5,6 +5,7 @@ RollupSession that rolls up only what the question needs (service/attribution/co
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TypeVar
 
 from service.attribution.compute import RollupSession
@@ -13,7 +14,7 @@ from service.attribution.rollup_versions import HELD_TABLES
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
-from service.core.snapshot import read_consistently
+from service.core.snapshot import Snapshot, read_within
 
 T = TypeVar("T")
 
@@ -29,18 +30,30 @@ def sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, S
 
 
 def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | None,
-                  answer: Callable[[RollupSession | None], T], needs: Needs = Needs()) -> T:
+                  answer: Callable[[RollupSession | None], T], needs: Needs = Needs(),
+                  snapshot: Snapshot | None = None) -> T:
     """`answer(session)` with the rollups on the engine that runs the SQL: DuckDB (default),
     on one consistent snapshot of the lake, or Spark, same SQL; the session is None when the
     lake that engine reads holds no cost partition. `needs`: what `answer` reads (default
     all; see RollupSession). The job records and tags it reads are those of the costs' state
-    (Snapshot.tables), however their sources are read again meanwhile."""
+    (Snapshot.tables), however their sources are read again meanwhile; in `snapshot` (a command's,
+    taken with HELD_TABLES) when it gives one (DuckDB: Spark reads the lake as it finds it)."""
     if engine is None or engine.kind == "duckdb":
-        return read_consistently(lake, lambda snapshot: answer_on(lake, config, snapshot, answer, needs), HELD_TABLES)
+        return held_sessions(lake, config, lambda _, session: answer(session), needs, snapshot)
     from service.attribution.spark.session import SparkRollupSession
 
     session = SparkRollupSession(lake, config, engine)
     return answer(session if session.partitions else None)
+
+
+def held_sessions(lake: Lake, config: AttributionConfig, answer: Callable[[Snapshot, RollupSession | None], T],
+                  needs: Needs = Needs(), snapshot: Snapshot | None = None) -> T:
+    """`answer(snapshot, session)` on DuckDB, as read_sessions gives it the session, with the
+    snapshot the session reads (`snapshot`, else one of its own: read_within): what `answer`
+    reads beside the rollups (job records of a lake without a bill, a run's span) is of the same
+    lake state."""
+    return read_within(lake, snapshot, lambda held: answer_on(lake, config, held, partial(answer, held), needs),
+                       HELD_TABLES)
 
 
 def answer_on(lake: Lake, config: AttributionConfig, snapshot, answer: Callable[[RollupSession | None], T],

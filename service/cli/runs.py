@@ -127,7 +127,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)
-        overbooked_causes(obj.lake, result.window)
+        overbooked_causes(obj.lake, result.window, result.read_in)
 
 
 def idle_rules(rules) -> None:
@@ -140,9 +140,10 @@ def idle_rules(rules) -> None:
             click.echo(f"warning: {rule.text()}", err=True)
 
 
-def overbooked_causes(lake, window) -> None:
-    """What over-booked hours come from, where it can be named: nodes that two job sources share."""
+def overbooked_causes(lake, window, snapshot=None) -> None:
+    """What over-booked hours come from, where it can be named: nodes that two job sources share
+    (in the job records `snapshot` holds: the answer's)."""
     from service.attribution import shared_nodes
 
-    for shared in shared_nodes(lake, window):
+    for shared in shared_nodes(lake, window, snapshot):
         click.echo(f"warning: {shared.text()}", err=True)

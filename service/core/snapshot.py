@@ -14,6 +14,8 @@ changed while it read.
 - `take_snapshot(lake, tables)`: those checks, verified (damage is a DataError naming the files),
   and the inventory `tables` the read reads, held as they are now (service/core/snapshot_pins.py):
   a source read again while it reads changes neither the records nor the tags it reads.
+- `read_within(lake, snapshot, read)`: `read(snapshot)` in a command's own snapshot, else as
+  read_consistently reads it: each lookup of one command reads the lake state the others read.
 - `read_consistently(lake, read)`: `read(snapshot)` once no commit is placing files (a commit
   fsyncs its files before it announces them: that takes renames only), and again until no
   commit touched the lake while it ran, so an answer never mixes two states; after
@@ -184,3 +186,11 @@ def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T], tables: Co
         reread += changed
         log.info("a commit changed the lake during the read: reading again")
         time.sleep(0.05)
+
+
+def read_within(lake: LakeFiles, snapshot: Snapshot | None, read: Callable[[Snapshot], T],
+                tables: Collection[str] = ()) -> T:
+    """`read(snapshot)` in the snapshot a command read its answer in (taken with `tables`: the
+    read_consistently around the whole command reads it again when a commit passed), so its
+    lookups read one lake state; without one, `read_consistently(lake, read, tables)`."""
+    return read(snapshot) if snapshot is not None else read_consistently(lake, read, tables)
