@@ -110,9 +110,9 @@ def test_the_rules_sql_aggregates_within_a_readers_memory(tmp_path, monkeypatch)
     limits = []
     context = run_module.rule_context
 
-    def recorded(lake, config, window, con):
+    def recorded(lake, config, window, con, snapshot):
         limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-        return context(lake, config, window, con)
+        return context(lake, config, window, con, snapshot)
 
     monkeypatch.setattr(run_module, "rule_context", recorded)
     report = run_module.run_rules(cfg, only=["idle-gpu"], since="30d", dry_run=True)

@@ -15,6 +15,7 @@ from decimal import Decimal as D
 from service.attribution import AttributionQuery, RunsQuery, answer_notes, attribute_query, job_rules, run_rows, runs
 from service.attribution.answer_notes import with_notes
 from service.core.config import parse_config
+from service.findings import run as findings_run
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from tests.attribution_helpers import add_jobs
@@ -24,6 +25,7 @@ from tests.test_runs import whole_config
 
 A = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1")]
 B = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r2")]
+NAIVE_NOVEMBER = (datetime(2026, 11, 1), datetime(2026, 12, 1))
 HOUR_OF_R1 = Window(datetime(2026, 11, 2, 10, tzinfo=timezone.utc), datetime(2026, 11, 2, 11, tzinfo=timezone.utc))
 
 
@@ -94,3 +96,22 @@ def test_the_shared_nodes_an_answer_warns_of_are_those_of_the_jobs_it_read(tmp_p
     assert ingested and result.overbooked
     assert [w for w in result.warnings if "gpu-001" in w and "east and west" in w]  # the nodes of the jobs it read
 
+
+def test_the_rules_lookups_read_the_jobs_of_the_rules_runs_snapshot(tmp_path, monkeypatch):
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], A)
+    # its job source declared (the rules read the lake through the config), and a budget on run r1
+    cfg = parse_config({**whole_config(tmp_path, lake), "budgets": [
+        {"name": "r1-gpu", "dimension": "run", "value": "r1", "amount": 100, "currency": "USD"}]})
+    engine, seen = findings_run.run, []
+
+    def lookups_after_a_re_ingest(rules, ctx, *args):  # the run has its snapshot and connection by now
+        add_jobs(lake, B)
+        seen.append(([cost.run for cost in ctx.run_costs(NOVEMBER, "BilledCost")],
+                     sorted(ctx.held_hours(NOVEMBER, "BilledCost").values()),
+                     sorted((s.value, s.cost) for s in ctx.direct_daily("run", *NAIVE_NOVEMBER, ("resource",))),
+                     [status.outlook.actual for status in ctx.budget_outlooks()]))
+        return engine(rules, ctx, *args)
+
+    monkeypatch.setattr(findings_run, "run", lookups_after_a_re_ingest)
+    findings_run.run_rules(cfg, only=(), dry_run=True)
+    assert seen == [(["r1"], [D(40)], [("idle", D(40)), ("r1", D(40))], [D(40)])]  # not r2's $80 hour

@@ -30,8 +30,8 @@ def test_an_ingest_committing_during_a_rules_run_longer_than_the_read_patience_i
     monkeypatch.setattr(snapshot_module, "READ_PATIENCE", 0.0)  # as after 10 s of rules on a large lake
     original, seen, reads = run_module.rule_context, {}, []
 
-    def hooked(lake_, config_, window, con):
-        ctx = original(lake_, config_, window, con)
+    def hooked(lake_, config_, window, con, snapshot):
+        ctx = original(lake_, config_, window, con, snapshot)
         seen["rule"] = con.execute("SELECT sum(BilledCost) FROM costs").fetchone()[0]
         if not reads:
             make_lake(tmp_path, lines("b", "30"), delivery="d2")  # the ingest commits now, once

@@ -146,7 +146,7 @@ def test_owners_are_attributed_only_for_ids_some_cost_line_carries(tmp_path, mon
     ]}, NOW.date())
     asked = []
     attribute = owners_module.attribute_resources
-    monkeypatch.setattr(owners_module, "attribute_resources", lambda lake, config, ids: asked.append(ids) or
+    monkeypatch.setattr(owners_module, "attribute_resources", lambda lake, config, ids, snapshot: asked.append(ids) or
                         attribute(lake, config, ids))
     owner_of = owner_lookup(lake, parse_config({"lake": str(lake.root), "sources": declared_sources(lake)}))
     assert owner_of(["series:team=nlp|service=Amazon EC2", "unallocated:team", "budget:q4"]) == {} and asked == []

@@ -159,7 +159,7 @@ def test_direct_daily_spend_holds_only_its_last_querys_answers(tmp_path, monkeyp
     query = lines_module._query
 
     def counted(*args):
-        queried.append(args[-1])  # the fields summed by
+        queried.append(args[-2])  # the fields summed by (before the snapshot)
         return query(*args)
 
     monkeypatch.setattr(lines_module, "_query", counted)

@@ -47,6 +47,8 @@ its modules (tests/test_layout.py):
   says what it leaves out and why);
 - `run_costs_lookup`, `held_hours_lookup`, `job_attempt`: what the failed-reruns rule reads, every run's
   attempts with their cost (a story's job as one), and what idle-gpu reads, the instance-hours jobs held (service/attribution/run_costs.py).
+- `HELD_TABLES`: the inventory tables a command's snapshot holds with its costs (rules run: its lookups
+  read the job records and tags of that state; service/attribution/rollup_versions.py).
 """
 
 import importlib
@@ -82,6 +84,7 @@ _MODULES = {
     "node_sharing": ("SharedNodes", "shared_nodes"),
     "job_rules": ("IdleRule", "idle_job_rules"),
     "run_costs": ("held_hours_lookup", "job_attempt", "run_costs_lookup"),
+    "rollup_versions": ("HELD_TABLES",),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_HOME)

@@ -77,6 +77,7 @@ from service.core.config import Config, EngineConfig, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded, folded_forms
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot
 from service.core.suggest import near_miss, suggestion
 from service.core.timewindow import Window
 from service.core.units import OTHER
@@ -132,17 +133,18 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
 
 
 def attribute_queries(lake: Lake, config: AttributionConfig | Config, queries: Sequence[AttributionQuery],
-                      engine: EngineConfig | None = None) -> list[AttributionResult]:
+                      engine: EngineConfig | None = None, snapshot: Snapshot | None = None) -> list[AttributionResult]:
     """The answers to several validated queries, as `attribute_query` gives each, from one read
     of the lake: one snapshot, and each period without a stored rollup rolled up from its raw
     lines once for all of them, not once per query (budgets: two per dimension; a 10M-line
-    month ~11 CPU s each)."""
+    month ~11 CPU s each). `snapshot`: a command's (sessions.read_sessions), else one of its own."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
     needs = Needs(tuple(dict.fromkeys(d for q in queries for d in sql_dims(config, q.by, q.where))),
                   tuple(dict.fromkeys(q.cost for q in queries)), hows=any(q.explain for q in queries))
     # not narrowed to any query's `where`: every answer is as every line shows it, never None
-    return read_sessions(lake, config, engine, lambda session: [_answer(session, config, q) for q in queries], needs)
+    return read_sessions(lake, config, engine, lambda session: [_answer(session, config, q) for q in queries], needs,
+                         snapshot)
 
 
 def _answer(session: RollupSession | None, config: AttributionConfig, query: AttributionQuery

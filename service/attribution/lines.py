@@ -38,6 +38,7 @@ from service.attribution.tag_keys import all_tag_keys_sql, tag_candidates
 from service.core.config import Config
 from service.core.folding import folded, folded_forms
 from service.core.lake import READER_MEMORY_LIMIT, Lake
+from service.core.snapshot import Snapshot
 
 VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
 ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
@@ -46,7 +47,10 @@ COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "Region
           "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day"}  # of rules.context.DETAIL
 
 
-def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = ()) -> DirectDaily:
+def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = (),
+                        snapshot: Snapshot | None = None) -> DirectDaily:
+    """`direct_daily(...)` (module docstring), read in `snapshot` (a command's, taken with
+    HELD_TABLES: its job records and tags), else in the lake as it is at each call."""
     cache: dict[tuple[str, datetime, datetime, tuple[str, ...]], list[DailySpend]] = {}
 
     def direct_daily(dimension: str, since: datetime, until: datetime, by: Collection[str] = DETAIL,
@@ -59,7 +63,8 @@ def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindo
             # and spend-anomaly's (~500k rows at 10M lines) were held through unallocated-spend's
             cache.clear()
             # one attribution (and allocation) of the window for all of them
-            found = _query(lake, config, wanted, since, until, plans, fields) if cost_partitions(lake) else {}
+            found = (_query(lake, config, wanted, since, until, plans, fields, snapshot)
+                     if cost_partitions(lake, snapshot) else {})
             cache.update({(d, since, until, fields): found.get(d, []) for d in wanted})
         return cache[(dimension, since, until, fields)]
 
@@ -67,11 +72,11 @@ def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindo
 
 
 def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetime, until: datetime,
-           plans: Sequence[PlannedWindow], by: tuple[str, ...]) -> dict[str, list[DailySpend]]:
+           plans: Sequence[PlannedWindow], by: tuple[str, ...], snapshot: Snapshot | None) -> dict[str, list[DailySpend]]:
     attribution = config.attribution
     # the window's lines are attributed (and allocated) in memory, as `attribute` does from raw
     # lines (service/attribution/compute.py): beyond a reader's limit DuckDB spills
-    with lake.query(memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         tagged = ("Tags",) if "uncovered_tag_keys" in by else ()  # each line's tags, only when asked

@@ -14,15 +14,17 @@ from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import READER_MEMORY_LIMIT, Lake
-from service.core.snapshot import read_consistently
+from service.core.snapshot import Snapshot, read_within
 
 
 def attribute_resources(lake: Lake, config: AttributionConfig | Config,
-                        resource_ids: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+                        resource_ids: Sequence[str] = (), snapshot: Snapshot | None = None
+                        ) -> dict[str, dict[str, str]]:
     """Resource id → {dimension: value} from the resource's latest cost line (all resources
-    with a cost line when `resource_ids` is empty). Resources without cost lines are absent."""
+    with a cost line when `resource_ids` is empty). Resources without cost lines are absent.
+    `snapshot`: a command's (taken with HELD_TABLES), else one of its own (read_within)."""
     config = attribution_of(config)
-    return read_consistently(lake, lambda snapshot: _resources(lake, config, resource_ids, snapshot), HELD_TABLES)
+    return read_within(lake, snapshot, lambda held: _resources(lake, config, resource_ids, held), HELD_TABLES)
 
 
 def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str], snapshot) -> dict:

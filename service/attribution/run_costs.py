@@ -29,14 +29,15 @@ from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import READER_MEMORY_LIMIT, Lake
-from service.core.snapshot import Snapshot, read_consistently
+from service.core.snapshot import Snapshot, read_within
 from service.core.timewindow import Window
 
 OWNER = ("team", "project", "experiment")
 MEASURE_OF = {column: measure for measure, column in MEASURES.items()}
 
 
-def run_costs_lookup(lake: Lake, config: Config) -> RunCosts | None:
+def run_costs_lookup(lake: Lake, config: Config, snapshot: Snapshot | None = None) -> RunCosts | None:
+    """`run_costs(window, cost_column)`, read in `snapshot` (a command's, taken with HELD_TABLES), else in its own."""
     attribution = config.attribution
     if attribution.clusters is None:
         return None
@@ -45,13 +46,14 @@ def run_costs_lookup(lake: Lake, config: Config) -> RunCosts | None:
     # to the end of `rules run` were the floor under the attributions of the rules after it
     def run_costs(window: Window, cost_column: str) -> list[RunCost]:
         measure = MEASURE_OF[cost_column]
-        return read_consistently(lake, lambda snapshot: _run_costs(lake, snapshot, attribution, window, measure),
-                                 HELD_TABLES)
+        return read_within(lake, snapshot, lambda held: _run_costs(lake, held, attribution, window, measure),
+                           HELD_TABLES)
 
     return run_costs
 
 
-def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
+def held_hours_lookup(lake: Lake, config: Config, snapshot: Snapshot | None = None) -> HeldHours | None:
+    """`held_hours(window, cost_column)`, read in `snapshot` (a command's, taken with HELD_TABLES), else in its own."""
     attribution = config.attribution
     if attribution.clusters is None:
         return None
@@ -63,20 +65,20 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
         # where none is stored) this would not read
         # of the lines idle-gpu bills (USD usage): a Savings Plan's negation line on the instance
         # (a Credit, split alike) would net the jobs' part of a covered hour to nothing
-        def on(snapshot: Snapshot) -> dict[tuple[str, datetime], Decimal]:
-            if not snapshot.checks:  # no bill: nothing was allocated
+        def on(held: Snapshot) -> dict[tuple[str, datetime], Decimal]:
+            if not held.checks:  # no bill: nothing was allocated
                 return {}
             # the periods' stored placed parts (placed.py), else a full allocation of the window's
             # lines, as the rules' daily-spend lookup does (lines.py): beyond a reader's limit
             # DuckDB spills; placed_parts drops its stage
-            with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
-                return {(resource, hour): held for resource, hour, held in placed_parts(
-                    lake, con, snapshot, attribution, window, measure,
+            with lake.query(held, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
+                return {(resource, hour): part for resource, hour, part in placed_parts(
+                    lake, con, held, attribution, window, measure,
                     "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' AND "
                     "coalesce(category, 'Usage') = 'Usage' AND coalesce(currency, 'USD') = 'USD' "
                     "GROUP BY resource, hour")}
 
-        return read_consistently(lake, on, HELD_TABLES)
+        return read_within(lake, snapshot, on, HELD_TABLES)
 
     return held_hours
 

@@ -21,6 +21,7 @@ from service.core.config_budgets import BudgetConfig
 from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, iso_utc, month_text, utc_now
 from service.core.units import amounts_text, currency_text, money_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
@@ -186,10 +187,12 @@ def _pct(ratio: Decimal) -> str:
     return format((ratio * 100).quantize(Decimal("0.1")), "f")
 
 
-def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime, at: datetime) -> list[BudgetStatus]:
+def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime, at: datetime,
+                    snapshot: Snapshot | None = None) -> list[BudgetStatus]:
     """Every budget's outlook at `at`: the actual over the month to `at` and how the month
     before ended, each month split as an attribution of it alone (`attribute --since mtd`),
-    and the forecast's rate from the spend per day over [since, until) (naive UTC)."""
+    and the forecast's rate from the spend per day over [since, until) (naive UTC); read in
+    `snapshot` (a command's: `rules run`'s) when given."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
     dimensions = list(dict.fromkeys(b.dimension for b in config.budgets))
@@ -202,7 +205,7 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
                     _query(config, dimension, values, previous, at, "month")]
     # every budget's attributions from one read: a period without a stored rollup is rolled up
     # from its raw lines once for all of them
-    results = attribute_queries(lake, config, queries) if queries else []
+    results = attribute_queries(lake, config, queries, snapshot=snapshot) if queries else []
     spend: dict[str, tuple[dict, dict, Spend, dict[str, str]]] = {}  # this month, the one before: (value, currency)
     for dimension, days_result, months_result in zip(dimensions, results[::2], results[1::2]):
         days, unmatched = _spend(days_result)
@@ -224,10 +227,12 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
     return statuses
 
 
-def budget_status(lake: Lake, config: Config, now: datetime | None = None) -> list[BudgetStatus]:
-    """Every budget as of `now`, by default the data's end (service.core.coverage), else the clock."""
+def budget_status(lake: Lake, config: Config, now: datetime | None = None,
+                  snapshot: Snapshot | None = None) -> list[BudgetStatus]:
+    """Every budget as of `now`, by default the data's end (service.core.coverage), else the
+    clock; in `snapshot` when given (budget_statuses)."""
     now = naive_utc(now or data_end(lake) or utc_now())
-    return budget_statuses(lake, config, history_start(now), now, now)
+    return budget_statuses(lake, config, history_start(now), now, now, snapshot)
 
 
 NO_BUDGETS = "no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")"

@@ -15,6 +15,7 @@ from service.attribution import attribute_resources
 from service.core.config import Config
 from service.core.folding import folded
 from service.core.lake import READER_MEMORY_LIMIT, Lake
+from service.core.snapshot import Snapshot
 
 def bill_ids(resource_id: str) -> list[str]:
     """The ResourceIds a finding's resource may carry in the bill: itself, the bucket of an
@@ -27,12 +28,12 @@ def bill_ids(resource_id: str) -> list[str]:
     return [resource_id]
 
 
-def _in_bill(lake: Lake, resource_ids: Sequence[str]) -> dict[str, list[str]]:
+def _in_bill(lake: Lake, resource_ids: Sequence[str], snapshot: Snapshot | None = None) -> dict[str, list[str]]:
     """Resource id → the ids of `bill_ids` some cost line carries, and the ARN the bill uses for a
     log group (log groups are listed by name); ids on no line (a finding's own name: `series:...`,
     `unallocated:team`, `budget:...`) are absent, so attribution is not asked about them."""
     candidates = {rid: bill_ids(rid) for rid in resource_ids}
-    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # every line's resource id
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:  # every line's resource id
         for name, arn in con.execute(
                 "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
                 "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))",
@@ -54,16 +55,17 @@ def unowned(config: Config) -> Owner:
     return Owner(**{d: dimensions[d].default if d in dimensions else UNALLOCATED for d in OWNED})
 
 
-def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
+def owner_lookup(lake: Lake, config: Config, snapshot: Snapshot | None = None) -> OwnerLookup:
     """Owners of resource ids through attribution, from each resource's latest cost line;
-    a resource the bill does not name is absent (see fill_owners)."""
+    a resource the bill does not name is absent (see fill_owners). `snapshot`: a command's
+    (`rules run`'s, taken with HELD_TABLES), else the lake's state at each call."""
     clusters = config.attribution.clusters
     nobody = unowned(config)
 
     def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
-        candidates = _in_bill(lake, resource_ids)
+        candidates = _in_bill(lake, resource_ids, snapshot)
         wanted = sorted({c for ids in candidates.values() for c in ids})
-        found = attribute_resources(lake, config, wanted) if wanted else {}
+        found = attribute_resources(lake, config, wanted, snapshot) if wanted else {}
         owners = {}
         for rid, ids in candidates.items():
             dims = next((found[c] for c in ids if c in found), None)

@@ -18,7 +18,7 @@ from pathlib import Path
 from rules.base import SEVERITIES, Finding, Rule, configure, registered
 from rules.context import LakeSql, PlannedWindow, RuleContext
 from rules.engine import EngineResult, run
-from service.attribution import direct_daily_lookup, held_hours_lookup, run_costs_lookup
+from service.attribution import HELD_TABLES, direct_daily_lookup, held_hours_lookup, run_costs_lookup
 from service.core.config import Config
 from service.core.errors import UsageError, os_error
 from service.core.lake import READER_MEMORY_LIMIT, Lake
@@ -58,15 +58,18 @@ def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
                                p.end.replace(tzinfo=None), p.total_cost.high) for p in load_plans(lake))
 
 
-def rule_context(lake: Lake, config: Config, window: Window, con: LakeSql) -> RuleContext:
+def rule_context(lake: Lake, config: Config, window: Window, con: LakeSql, snapshot: Snapshot | None = None
+                 ) -> RuleContext:
     """What the rules of one run see: `con` (a `Lake.query()` connection), owners through
     attribution, the budgets' outlooks at the window's end, direct daily spend, the plans and
-    the runs' costs and the hours jobs held (read only when a rule asks)."""
+    the runs' costs and the hours jobs held (read only when a rule asks); all in `snapshot`
+    (the run's, taken with HELD_TABLES: its job records and tags), as `con` reads."""
     plans = plan_windows(lake)
-    return RuleContext(con=con, window=window, owner_of=owner_lookup(lake, config),
-                       budget_outlooks=lambda: budget_status(lake, config, window.until),
-                       direct_daily=direct_daily_lookup(lake, config, plans), plans=plans,
-                       run_costs=run_costs_lookup(lake, config), held_hours=held_hours_lookup(lake, config))
+    return RuleContext(con=con, window=window, owner_of=owner_lookup(lake, config, snapshot),
+                       budget_outlooks=lambda: budget_status(lake, config, window.until, snapshot),
+                       direct_daily=direct_daily_lookup(lake, config, plans, snapshot), plans=plans,
+                       run_costs=run_costs_lookup(lake, config, snapshot),
+                       held_hours=held_hours_lookup(lake, config, snapshot))
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
         # the rules' own SQL aggregates the window's lines (idle-gpu by instance and hour) in the
         # process the lookups' allocations share: beyond a reader's limit DuckDB spills
         with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:
-            ctx = rule_context(lake, config, window, con)
+            ctx = rule_context(lake, config, window, con, snapshot)
             mine, theirs = seen_here(lake, load_findings(lake))
             result = run(rules, ctx, mine, lambda found: fill_owners(found, ctx.owner_of, unowned(config)))
             held = {f.id for f in result.findings}
@@ -102,7 +105,7 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
                         "it held", check.sentence(), lake.root / SET_ASIDE / check.key)
         # evaluated again when a commit (an ingest, a `forget`) changed the lake under it: a
         # rule must not judge half of one state, nor fail on a file the commit replaced
-        result = read_consistently(lake, evaluate)
+        result = read_consistently(lake, evaluate, HELD_TABLES)  # the job records and tags of its costs' state
         if not dry_run:
             store_findings(lake, result.findings)
             state = lake.read_state("rules")
