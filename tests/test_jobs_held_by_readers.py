@@ -16,6 +16,7 @@ from service.attribution import materialise
 from service.attribution import sessions as sessions_module
 from service.attribution.jobs import jobs_basis
 from service.attribution.rollup_versions import HELD_TABLES, inventory_latest
+from service.core import snapshot_pins
 from service.core.snapshot_pins import KEPT, sweep
 from tests.attribution_helpers import add_jobs
 from tests.test_clusters_allocation import by, gpu_line, job, setup
@@ -39,6 +40,26 @@ def test_a_reader_pinned_before_a_jobs_re_ingest_answers_the_jobs_it_pinned(tmp_
     monkeypatch.setattr(sessions_module, "answer_on", jobs_read_again_first)
     assert by(lake, cfg, ["run"]) == old  # r1's half hour, not r2's hour: the jobs of its snapshot
     assert ingested and by(lake, cfg, ["run"]) == {"r2": 80}  # the next read: the new jobs
+
+
+def test_a_snapshot_replaced_between_its_check_and_its_pin_is_held_by_the_record_checked(tmp_path, monkeypatch):
+    """The jobs read again after the reader checked the snapshot's record and before it looked
+    at the file: data.parquet is the new file, the record the old one's; the reader holds the
+    old file by its kept name (its record's digest), not the new file beside the old record."""
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], A)
+    checked, ingested = snapshot_pins.sound_checks, []
+
+    def jobs_read_again_after_the_check(*args, **kwargs):
+        checks = list(checked(*args, **kwargs))  # the records read and checked now
+        if not ingested and any("/jobs/" in str(c.path) for c in checks):
+            add_jobs(lake, B)
+            ingested.append(True)
+        return checks
+
+    monkeypatch.setattr(snapshot_pins, "sound_checks", jobs_read_again_after_the_check)
+    [pin] = lake.snapshot(HELD_TABLES).tables["jobs"]
+    assert ingested and pin.path.endswith(f"{KEPT}{pin.record['sha256']}.parquet")
+    assert by(lake, cfg, ["run"]) == {"r2": 80}  # the next reader: the new jobs, by their own record
 
 
 def test_the_replaced_snapshots_file_stays_for_the_grace_and_then_goes(tmp_path):

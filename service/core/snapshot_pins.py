@@ -121,4 +121,9 @@ def _pinned(path: Path, record: dict | None) -> Pinned:
                 return Pinned(str(kept), record, digest)
         except (FileNotFoundError, ValueError):
             continue
+    # replaced since its record was checked (a same-day re-read between the check and this stat):
+    # the checked record's file is still there under its kept name, which its content names
+    digest = (record or {}).get("sha256")
+    if isinstance(digest, str) and (kept := kept_file(path, digest)).exists():
+        return Pinned(str(kept), record, digest)
     return Pinned(str(path), record)
