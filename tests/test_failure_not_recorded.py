@@ -124,3 +124,25 @@ def test_forget_removes_the_sources_marks(config):
     config.write_text(config.read_text().replace("name: focus", "name: renamed"))
     assert invoke(config, "forget", "focus", "--yes").exit_code == 0
     assert not failure_marks.marks(config.parent / "lake")
+
+
+def test_the_marks_folder_is_made_while_the_disk_has_room(config, monkeypatch):
+    """A new folder takes a data block a full disk may not have (a name in an existing one takes
+    none): a run that records its state makes the marks' folder, so a later full disk's first
+    mark needs no new folder."""
+    assert invoke(config, "ingest").exit_code == 0
+    lake = config.parent / "lake"
+    assert failure_marks.folder(lake).is_dir() and not failure_marks.marks(lake)
+    export = config.parent / "export" / "part-1.csv"
+    export.write_text("".join(export.read_text().splitlines(keepends=True)[:-1]))  # a new delivery
+    real_mkdir = failure_marks.Path.mkdir
+
+    def full(self, *args, **kwargs):  # the marks' folder, were it still to be made, finds no block
+        if self == failure_marks.folder(lake) and not self.exists():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(failure_marks.Path, "mkdir", full)
+    result = fail_on_a_full_disk(config, monkeypatch, True)
+    assert result.exit_code == 3, result.output
+    assert [mark.source for mark in failure_marks.marks(lake)] == ["focus"], result.output

@@ -34,6 +34,15 @@ def folder(root: Path) -> Path:
     return root / "_state" / FOLDER
 
 
+def ready(root: Path) -> None:
+    """Make the marks' folder while the disk has room: a new folder takes a data block (a new
+    name in an existing one takes none), so a full disk could refuse the first mark's folder."""
+    try:
+        folder(root).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # leave() tries again, and says so if it cannot
+
+
 def leave(root: Path, source: str, failed_at: str, error: str) -> Path:
     """Mark `source`'s failure at `failed_at`; an OSError when not even its name can be made
     (a read-only disk)."""

@@ -55,6 +55,7 @@ def record_sources(lake: Lake, state: dict, source: str) -> None:
         failed = state[source].get("last_run_failed")
         raise os_error(exc, done=_keep(lake, source, state[source]) if failed else RECORD_MISSED) from None
     failure_marks.remove(counted)
+    failure_marks.ready(lake.root)
 
 
 def _keep(lake: Lake, source: str, record: dict) -> str:
