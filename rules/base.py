@@ -111,7 +111,10 @@ class RuleConfig(Strict):
         says it; it is not refused, as 0.5 % may be meant."""
         doubts = []
         for key in sorted(self.model_fields_set):
-            if key.endswith("_pct") and 0 < (value := Decimal(str(getattr(self, key)))) < 1:
+            number = getattr(self, key)  # an optional key set to null, or a plug-in's own type, is no percentage
+            if not key.endswith("_pct") or isinstance(number, bool) or not isinstance(number, (int, float, Decimal)):
+                continue
+            if 0 < (value := Decimal(str(number))) < 1:
                 percent = format((value * 100).normalize(), "f")
                 doubts.append((key, f"{value} is a percentage, {value} %; write {percent} if {percent} % is meant"))
         return doubts

@@ -329,3 +329,18 @@ def test_a_demo_dir_that_is_a_dangling_symbolic_link_is_refused_naming_the_link_
     assert result.exit_code == 2, result.output
     assert f"{tmp_path / 'data'} is a symbolic link to {target}, which does not exist" in result.output
     assert "--dir" in result.output and not (tmp_path / "mnt").exists()
+
+
+def test_an_optional_percentage_set_to_null_is_no_doubt():
+    """A rule's optional `_pct` key (a plug-in's) set to null: `config validate` read it as a
+    number (Decimal('None'): InvalidOperation, a traceback)."""
+    from rules.base import RuleConfig
+
+    class Plugin(RuleConfig):
+        spare_pct: float | None = None
+        floor_pct: float = 50
+
+    assert Plugin(spare_pct=None).doubts() == []
+    assert Plugin(spare_pct=0.5, floor_pct=0.2).doubts() == [
+        ("floor_pct", "0.2 is a percentage, 0.2 %; write 20 if 20 % is meant"),
+        ("spare_pct", "0.5 is a percentage, 0.5 %; write 50 if 50 % is meant")]
