@@ -13,9 +13,10 @@ overlap. Lines without a billing account id are left out: nothing says whose the
 
 Read from the ledger's figures per billing account (service.core.commit.ledger_entry), never from
 the lines: `status`, `attribute --check` and /api/v1/status pay nothing per line. An entry
-committed before the ledger held them (accounts None) is not compared until its period is ingested
-again. Two member accounts' own CUR exports of one payer are told too (the same payer, other
-lines): the sentence says so, and it stays a warning."""
+committed before the ledger held them (accounts None) is not compared until the next `ingest` or
+`spendlake rollup` reads its figures from its file (service.core.ledger_accounts). Two member
+accounts' own CUR exports of one payer are told too (the same payer, other lines): the
+sentence says so, and it stays a warning."""
 
 from __future__ import annotations
 

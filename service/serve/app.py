@@ -227,7 +227,7 @@ class Api:
                                  state=one(query, "state"), top=one(query, "top"), cost=one(query, "cost"),
                                  run=one(query, "run"), now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = runs(self.lake, self.config, parsed)
-        # the CLI's stderr note; a story's own `notes` are its
+        # the note the CLI says on stderr (a run's story, asked with `run`, keeps its own `notes`)
         note = runs_outside_the_data(self.lake, result) or runs_past_the_data(result)
         return json_response(200, result.to_json() | ({"notes": [note]} if note else {}))
 
