@@ -104,12 +104,12 @@ def test_43_rules_read_the_window_of_the_state_they_read(lake_and_config, monkey
     seen: list[Window] = []
     context = run_module.rule_context
 
-    def seeing(lake, config, window, con):
+    def seeing(lake, config, window, con, snapshot=None):
         seen.append(window)
         [(hours,)] = con.execute("SELECT count(*) FROM costs WHERE ChargePeriodStart >= ?",
                                  [window.since.replace(tzinfo=None)]).fetchall()
         seen.append(hours)
-        return context(lake, config, window, con)
+        return context(lake, config, window, con, snapshot)
 
     committed: list = []
     monkeypatch.setattr(run_module, "rule_context", seeing)
@@ -159,11 +159,11 @@ def test_43_rules_are_evaluated_again_when_a_commit_changes_the_lake_under_them(
     seen: list[Window] = []
     context = run_module.rule_context
 
-    def committing(lake, config, window, con):
+    def committing(lake, config, window, con, snapshot=None):
         seen.append(window)
         if len(seen) == 1:
             commit(lake, "cur", [*FIRST, LATER], delivery_id="d2")
-        return context(lake, config, window, con)
+        return context(lake, config, window, con, snapshot)
 
     monkeypatch.setattr(run_module, "rule_context", committing)
     run_module.run_rules(config, since="24h")
