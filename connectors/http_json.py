@@ -2,18 +2,23 @@
 slurmrestd and Prometheus.
 
 Connection errors, read timeouts and 429/500/502/503/504 answers are retried with
-exponential backoff up to `attempts` in all. A Retry-After is honoured up to `timeout`
-seconds; a server asking for longer is an error at once (a day's wait would hold the source,
-and `serve` with it). `timeout` bounds each attempt's whole answer, not only each read. Errors become a
-SourceError naming the URL (without its query) and the next step. Request headers (tokens)
-never appear in an error or a log line: urllib3 logs the method and path only.
+exponential backoff up to `attempts` in all. A Retry-After (on any of them, and on a 413) is
+honoured up to `timeout` seconds; a server asking for longer is an error at once naming the
+wait it asked (a day's wait would hold the source, and `serve` with it). `timeout` bounds each
+attempt: its redirects' hops together and its whole answer, not only each read (a server
+dripping its status line and headers byte by byte is bounded per read only: http.client reads
+them with blocking reads urllib3 gives no deadline to). Errors become a SourceError naming the
+URL (without its query), the source's settings by their config path (`config_path`, e.g.
+`inventory[0]`) and the next step. Request headers (tokens) never appear in an error or a log
+line: urllib3 logs the method and path only.
 
 The query is percent-encoded as RFC 3986 says (a space is %20, `/` is %2F): the form SigV4
 signs, which `sign` (a request's URL → the headers that sign it) is given. Each attempt is
 signed anew: a signature is dated, and a retry minutes later with the first attempt's headers
-would be refused as expired. urllib3 makes one attempt (following up to REDIRECTS redirects,
-however many attempts there are; none of the headers given here go on to another host: a
-token is for the server it was configured for); its Retry policy decides and times the next.
+would be refused as expired. An attempt follows up to REDIRECTS redirects, however many
+attempts there are, each hop given what is left of the attempt's timeout (urllib3 would give
+each a fresh one); none of the headers given here go on to another host: a token is for the
+server it was configured for. urllib3's Retry policy decides and times the next attempt.
 
 A URL's `user:password@` is sent as HTTP Basic auth (percent-decoded, UTF-8 as RFC 7617
 says) and taken out of the URL before urllib3 sees it: urllib3 would drop it without a word,
@@ -24,10 +29,11 @@ is an answer that is not JSON.
 from __future__ import annotations
 
 import base64
+import email.utils
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 from service.core import json_text
 from service.core.errors import SourceError
@@ -42,30 +48,30 @@ REDIRECTS = 5  # followed within one attempt, whatever max_attempts is
 
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
              timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
-             status_hints: dict[int, str] | None = None, sign: Callable[[str], dict[str, str]] | None = None) -> Any:
+             status_hints: dict[int, str] | None = None, sign: Callable[[str], dict[str, str]] | None = None,
+             config_path: str = "") -> Any:
     """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had, with
-    `status_hints`' hint for an HTTP status it names (else `hint`)."""
+    `status_hints`' hint for an HTTP status it names (else `hint`). `config_path` is the source's
+    (`inventory[0]`): its timeout_seconds and max_attempts are named under it."""
     import urllib3
-    from urllib3.util import Retry, Timeout
+    from urllib3.util import Retry
 
     url, auth = _basic_auth(url)
     where = _without_query(url)
+    settings = f"{config_path}." if config_path else ""
     policy = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
                    allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
                    respect_retry_after_header=True)
     target = f"{url}?{urlencode(params, quote_via=quote, safe='')}" if params else url
+    limit = _Limit(timeout, where, settings)
     try:
-        with urllib3.PoolManager(timeout=Timeout(total=timeout)) as pool:
+        with urllib3.PoolManager() as pool:
             while True:
                 sent = {**(headers or {}), **auth, **(sign(target) if sign else {})}
                 deadline = time.monotonic() + timeout
                 try:
-                    response = pool.request("GET", target, preload_content=False, headers=sent,
-                                            retries=_one_attempt(Retry, sent))
+                    response = _follow(pool, target, sent, deadline, limit, hint)
                 except urllib3.exceptions.MaxRetryError as exc:
-                    if isinstance(exc.reason, urllib3.exceptions.ResponseError) and "redirect" in str(exc.reason):
-                        raise SourceError(f"redirected more than {REDIRECTS} times (a loop?)", where=where,
-                                          hint=f"{hint}, or give the URL the redirects end at") from None
                     policy = policy.increment("GET", target, error=exc.reason)  # MaxRetryError when spent
                     policy.sleep()
                     continue
@@ -75,17 +81,17 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
                     policy = policy.increment("GET", target, response=response)
                 except urllib3.exceptions.MaxRetryError:
                     break  # the last answer is the one reported
-                _read(response, deadline, timeout, where)
+                _read(response, deadline, limit)
                 response.release_conn()
-                _wait(policy, response, timeout, where)
+                _wait(policy, response, limit)
             try:
-                body = _read(response, deadline, timeout, where)
+                body = _read(response, deadline, limit)
             finally:
                 response.release_conn()
     except urllib3.exceptions.MaxRetryError as exc:
         reason = exc.reason or exc
         raise SourceError(f"cannot reach it after {attempts} attempt(s): {_reason(reason)}", where=where,
-                          hint=f"{hint}, or raise max_attempts / timeout_seconds") from None
+                          hint=f"{hint}, or raise {settings}max_attempts / {settings}timeout_seconds") from None
     except urllib3.exceptions.HTTPError as exc:
         raise SourceError(f"HTTP request failed: {_reason(exc)}", where=where, hint=hint) from None
     if response.status >= 400:
@@ -99,15 +105,46 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
         raise SourceError(f"the answer is not JSON ({exc}): {body[:120]!r}", where=where, hint=hint) from None
 
 
-def _one_attempt(retry: type, sent: dict[str, str]) -> Any:
-    """urllib3's policy for one attempt: redirects followed (a few, however many attempts there
-    are), and none of the headers given here sent on to another host (tokens, signatures)."""
-    return retry(total=None, connect=0, read=0, status=0, other=0, redirect=REDIRECTS, allowed_methods={"GET"},
-                 status_forcelist=RETRY_STATUSES, raise_on_status=False, raise_on_redirect=True,
-                 remove_headers_on_redirect=retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT | set(sent))
+class _Limit:
+    """An attempt's bound as errors name it: `timeout` seconds, the source's timeout_seconds."""
+
+    def __init__(self, timeout: float, where: str, settings: str):
+        self.timeout, self.where, self.setting = timeout, where, f"{settings}timeout_seconds"
+
+    def too_slow(self, size: int) -> SourceError:
+        return SourceError(f"the server was too slow: {size} bytes of its answer came in {self.timeout:g} s "
+                           f"({self.setting}), and more were still to come", where=self.where,
+                           hint=f"raise {self.setting}, or read a shorter window (lookback_hours)")
 
 
-def _read(response: Any, deadline: float, timeout: float, where: str) -> bytes:
+def _follow(pool: Any, url: str, sent: dict[str, str], deadline: float, limit: _Limit, hint: str) -> Any:
+    """One attempt's answer to GET `url`, its redirects followed (up to REDIRECTS), every hop
+    within `deadline`; past another host, none of the headers given here are sent (tokens,
+    signatures). urllib3's MaxRetryError when a hop cannot be had (the attempt is retried)."""
+    from urllib3.util import Retry, Timeout
+
+    for _ in range(REDIRECTS + 1):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise limit.too_slow(0)
+        response = pool.request("GET", url, preload_content=False, headers=sent, redirect=False,
+                                retries=Retry(total=None, connect=0, read=0, status=0, other=0, redirect=0,
+                                              raise_on_status=False, raise_on_redirect=False),
+                                timeout=Timeout(total=left))
+        location = response.get_redirect_location()
+        if not location:
+            return response
+        _read(response, deadline, limit)
+        response.release_conn()
+        following = urljoin(url, location)
+        if not pool.connection_from_url(url).is_same_host(following):
+            sent = {}
+        url = following
+    raise SourceError(f"redirected more than {REDIRECTS} times (a loop?)", where=limit.where,
+                      hint=f"{hint}, or give the URL the redirects end at")
+
+
+def _read(response: Any, deadline: float, limit: _Limit) -> bytes:
     """The answer's body by `deadline`: urllib3's timeout bounds each read, which a server sending
     a few bytes a second never trips, so each chunk's read waits only what is left (a slow answer
     is given up, not retried: a slow server stays slow)."""
@@ -124,29 +161,38 @@ def _read(response: Any, deadline: float, timeout: float, where: str) -> bytes:
                 sock.settimeout(left)  # urllib3 sets it anew for the connection's next request
             chunk = response.read1(CHUNK_BYTES)
         except ReadTimeoutError:
-            raise SourceError(f"the server was too slow: {size} bytes of its answer came in {timeout:g} s "
-                              "(timeout_seconds), and more were still to come", where=where,
-                              hint="raise timeout_seconds, or read a shorter window (lookback_hours)") from None
+            raise limit.too_slow(size) from None
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise SourceError(f"the answer is larger than {MAX_BODY_BYTES >> 20} MB", where=where,
+            raise SourceError(f"the answer is larger than {MAX_BODY_BYTES >> 20} MB", where=limit.where,
                               hint="read a shorter window (lookback_hours)")
 
 
-def _wait(policy: Any, response: Any, timeout: float, where: str) -> None:
+def _wait(policy: Any, response: Any, limit: _Limit) -> None:
     """Sleep before the next attempt: the backoff, or the server's Retry-After if no longer than
-    `timeout` (a server asking for a day would hold the source, and `serve`, that long)."""
-    text = (response.headers.get("Retry-After") or "").strip()
-    # urllib3 caps the seconds it reads at 6 hours: the error says what the server asked
-    asked = float(text) if text.isdigit() else policy.get_retry_after(response) if text else None
-    if asked is not None and asked > timeout:
-        raise SourceError(f"answered HTTP {response.status} asking to wait {asked:g} s before trying again "
-                          f"(Retry-After), longer than timeout_seconds ({timeout:g} s)", where=where,
+    the timeout (a server asking for a day would hold the source, and `serve`, that long)."""
+    text = response.headers.get("Retry-After") or ""
+    asked = _asked(text)
+    if asked is not None and asked > limit.timeout:
+        seconds = f"{asked:g}" if asked < 1e5 else f"{asked:.0f}"  # not 2.30586e+09
+        until = "" if text.strip().isdigit() else f" (until {text.strip()})"
+        raise SourceError(f"answered HTTP {response.status} asking to wait {seconds} s{until} before trying again "
+                          f"(Retry-After), longer than {limit.setting} ({limit.timeout:g} s)", where=limit.where,
                           hint="run later, when the server takes requests again")
     policy.sleep(response)
+
+
+def _asked(text: str) -> float | None:
+    """The seconds a Retry-After asks for, seconds or an HTTP date, as the server wrote them
+    (urllib3 caps what it reads at 6 hours); None when there is none or it is not one."""
+    text = text.strip()
+    if text.isdigit():
+        return float(text)
+    parsed = email.utils.parsedate_tz(text)
+    return None if parsed is None else max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
 def _detail(body: bytes) -> str:

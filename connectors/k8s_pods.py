@@ -279,7 +279,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         c = self.config
         return query_range(c.prometheus_url, query, start, end, step, timeout=c.timeout_seconds,
                            attempts=c.max_attempts, hint=f"check {self.config_path}.prometheus_url and that "
-                                                         "kube-state-metrics is scraped", access=self._access)
+                                                         "kube-state-metrics is scraped", access=self._access,
+                           config_path=self.config_path)
 
     @cached_property
     def _access(self) -> tuple[Signer | None, str]:

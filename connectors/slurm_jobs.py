@@ -140,7 +140,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         url = f"{base}/slurmdb/{version}/jobs"
         data = get_json(url, params=params, headers=headers, timeout=c.timeout_seconds, attempts=c.max_attempts,
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}",
-                        status_hints=self._refused())
+                        status_hints=self._refused(), config_path=self.config_path)
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         said_warnings(data, url)
         try:
@@ -182,7 +182,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
             try:
                 spec = get_json(base + path, headers=headers, timeout=self.config.timeout_seconds,
                                 attempts=self.config.max_attempts, hint=f"check {self.config_path}.url",
-                                status_hints=self._refused())
+                                status_hints=self._refused(), config_path=self.config_path)
             except SourceError as exc:
                 if exc.hint in self._refused().values():
                     raise  # whichever document is asked for, the token is the answer

@@ -71,20 +71,37 @@ def sleeps(monkeypatch):
     return slept
 
 
-def test_a_retry_after_longer_than_the_timeout_fails_at_once_naming_the_wait(serve, sleeps):
-    url, seen = serve(lambda h: h.answer(429, b'{"errors": [{"description": "slow down"}]}', **{"Retry-After": "86400"}))
+# every status retried, and a 413 (urllib3 retries it when it says Retry-After): the same rule for each
+RETRIED = sorted(http_json.RETRY_STATUSES | {413})
+
+
+@pytest.mark.parametrize("status", RETRIED)
+def test_a_retry_after_longer_than_the_timeout_fails_at_once_naming_the_wait(serve, sleeps, status):
+    url, seen = serve(lambda h: h.answer(status, b'{"errors": [{"description": "slow down"}]}',
+                                         **{"Retry-After": "86400"}))
     with pytest.raises(SourceError) as raised:
         http_json.get_json(url + "/slurmdb/v0.0.38/jobs?token=s3cret", attempts=5, timeout=10)
-    assert str(raised.value).startswith(f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 429 asking to wait 86400 s "
+    assert str(raised.value).startswith(f"{url}/slurmdb/v0.0.38/jobs: answered HTTP {status} asking to wait 86400 s "
                                         "before trying again (Retry-After), longer than timeout_seconds (10 s)")
     assert sleeps == [] and len(seen) == 1
 
 
-def test_a_retry_after_within_the_timeout_is_waited_then_tried_again(serve, sleeps):
-    answers = [(429, {"Retry-After": "3"}), (200, {})]
+@pytest.mark.parametrize("status", RETRIED)
+def test_a_retry_after_within_the_timeout_is_waited_then_tried_again(serve, sleeps, status):
+    answers = [(status, {"Retry-After": "3"}), (200, {})]
     url, seen = serve(lambda h: h.answer(answers[0][0], **answers.pop(0)[1]))
     assert http_json.get_json(url, attempts=2, timeout=10) == {"jobs": []}
     assert sleeps == [3.0] and len(seen) == 2
+
+
+def test_a_retry_after_date_past_six_hours_is_told_as_the_server_asked(serve, sleeps):
+    url, _ = serve(lambda h: h.answer(503, **{"Retry-After": "Fri, 01 Jan 2100 00:00:00 GMT"}))
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url, attempts=3, timeout=10)
+    asked = int(str(raised.value).split("asking to wait ")[1].split(" s ")[0])
+    assert 2_300_000_000 < asked < 4_102_444_800 - time.time() + 5  # urllib3's 6 h cap said 21600
+    assert f"{asked} s (until Fri, 01 Jan 2100 00:00:00 GMT) before trying again" in str(raised.value)
+    assert sleeps == []
 
 
 def test_a_source_asked_to_wait_a_day_exits_3(tmp_path, serve, sleeps):
@@ -94,6 +111,7 @@ def test_a_source_asked_to_wait_a_day_exits_3(tmp_path, serve, sleeps):
     result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
     assert result.exit_code == 3, result.output
     assert f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 429 asking to wait 86400 s" in result.output
+    assert "longer than inventory[0].timeout_seconds (30 s)" in result.output  # the source's setting, by its path
     assert sleeps == []
 
 
@@ -136,6 +154,37 @@ def test_an_answer_that_stops_coming_is_too_slow_within_the_timeout(serve):
         http_json.get_json(url, attempts=1, timeout=0.5)
     assert time.monotonic() - began < 2.5
     assert "the server was too slow: 10 bytes of its answer came in 0.5 s (timeout_seconds)" in str(raised.value)
+
+
+def test_redirect_hops_share_the_attempts_timeout(serve):
+    """Each hop answers in 0.8 s: the second is past the 1 s timeout (urllib3 gave each hop its own
+    second, and the three hops took 2.4 s before the answer's read found the time gone)."""
+    def hop(h: Handler) -> None:
+        time.sleep(0.8)
+        h.answer(302, b"", Location=f"/{int(h.path[1:]) + 1}") if h.path in ("/1", "/2") else h.answer(200)
+
+    url, seen = serve(hop)
+    began = time.monotonic()
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url + "/1", attempts=1, timeout=1)
+    assert time.monotonic() - began < 2
+    assert [path for path, _ in seen] == ["/1", "/2"]
+    assert f"{url}/1: cannot reach it after 1 attempt(s): " in str(raised.value)
+
+
+def test_a_slow_answer_names_the_sources_setting(serve):
+    url, _ = serve(stall)
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url, attempts=1, timeout=0.5, config_path="inventory[1]")
+    assert "came in 0.5 s (inventory[1].timeout_seconds)" in str(raised.value)
+    assert "raise inventory[1].timeout_seconds, or" in str(raised.value)
+    url, _ = serve(lambda h: h.answer(502))
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url, attempts=1, timeout=0.5, config_path="inventory[1]")
+    assert str(raised.value).startswith(f"{url}: answered HTTP 502: ")
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json("http://127.0.0.1:9/", attempts=1, timeout=0.5, config_path="inventory[1]")
+    assert "raise inventory[1].max_attempts / inventory[1].timeout_seconds" in str(raised.value)
 
 
 def test_the_token_does_not_follow_a_redirect_to_another_host(serve):
