@@ -16,7 +16,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import HttpUrl, InventoryEntry, NestedValueError, SourceEntry, Strict
-from service.core.config_budgets import BudgetConfig
+from service.core.config_budgets import BudgetConfig, each_budget
 from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.config_estimate import EstimateConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
@@ -163,14 +163,11 @@ class Config(Strict):
             seen.add(source.name)
         return sources
 
-    @model_validator(mode="after")
-    def _budgets_fit(self) -> Config:
-        names = [b.name for b in self.budgets]
-        for index, budget in enumerate(self.budgets):
-            if names.index(budget.name) != index:
-                raise NestedValueError(("budgets", index, "name"), f"budget name {budget.name!r} is used twice")
-            self._declared(("budgets", index, "dimension"), budget.dimension)
-        return self
+    @field_validator("budgets", mode="wrap")
+    @classmethod
+    def _each_budget(cls, items: Any, handler: Any, info: Any) -> Any:
+        attribution = info.data.get("attribution")  # declared before budgets; absent when it failed
+        return each_budget(items, handler, attribution and (lambda dimension: _undeclared(attribution, dimension)))
 
     @model_validator(mode="after")
     def _rule_dimensions_declared(self) -> Config:
@@ -183,13 +180,8 @@ class Config(Strict):
         return self
 
     def _declared(self, where: tuple[str | int, ...], dimension: str) -> None:
-        if dimension in self.attribution.dimensions:
-            return
-        declared = ', '.join(self.attribution.dimensions)
-        if dimension in JOB_DIMENSIONS and self.attribution.clusters is None:  # README's `dimension: job_type`
-            raise NestedValueError(where, f"{dimension!r} is a dimension of shared GPU clusters: add `clusters:` "
-                                          f"under `attribution:`; declared now: {declared}")
-        raise NestedValueError(where, f"unknown dimension {dimension!r}; declared: {declared}")
+        if message := _undeclared(self.attribution, dimension):
+            raise NestedValueError(where, message)
 
     @model_validator(mode="after")
     def _unique_inventory_names(self) -> Config:
@@ -212,6 +204,17 @@ class Config(Strict):
     @staticmethod
     def _has(entries: tuple, name: str) -> bool:
         return any(entry.name == name for entry in entries)
+
+
+def _undeclared(attribution: AttributionConfig, dimension: str) -> str | None:
+    """Why `dimension` is not one to attribute by (None when it is declared)."""
+    if dimension in attribution.dimensions:
+        return None
+    declared = ', '.join(attribution.dimensions)
+    if dimension in JOB_DIMENSIONS and attribution.clusters is None:  # README's `dimension: job_type`
+        return (f"{dimension!r} is a dimension of shared GPU clusters: add `clusters:` under `attribution:`; "
+                f"declared now: {declared}")
+    return f"unknown dimension {dimension!r}; declared: {declared}"
 
 
 def _named(entries: tuple, name: str, section: str, what: str, elsewhere: str = ""):

@@ -5,20 +5,26 @@
         dimension: team             # team | project | experiment | any declared dimension
         value: pretrain
         amount: 250000              # per calendar month, in `currency`
-        currency: USD
+        currency: USD               # an ISO 4217 code
         lines: [0.5, 0.8, 1.0]      # fractions of the amount that raise a finding
         on: [actual, forecast]      # which spend the lines apply to
+
+A list's errors are told at once: each budget's own, a name used twice and a dimension not
+declared (`each_budget`), where a section's checks would wait for its budgets' fields to pass.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from service.core.config_base import NestedValueError, Strict
+from service.core.config_plugins import item_error
+from service.core.suggest import closest
 from service.core.schema import MONEY
 from service.core.units import minor_units
 
@@ -46,6 +52,21 @@ class BudgetConfig(Strict):
             raise ValueError(f"{amount} does not fit the lake's money type {MONEY} (at most {WHOLE_DIGITS} digits "
                              "before the point); write the monthly amount, e.g. 250000")
         return amount
+
+    @field_validator("currency")
+    @classmethod
+    def _iso_4217(cls, currency: str) -> str:
+        if currency == "USD":  # the default: no table loaded (Babel's: ~10 ms of a start)
+            return currency
+        from babel.numbers import list_currencies
+
+        known = list_currencies()
+        if currency not in known:
+            near = closest(currency, known)
+            raise ValueError(f"{currency} is not an ISO 4217 currency code"
+                             + (f" (closest: {', '.join(near)})" if near else "")
+                             + "; write the code the bill is in, e.g. USD or EUR")
+        return currency
 
     @field_validator("lines")
     @classmethod
@@ -76,3 +97,32 @@ class BudgetConfig(Strict):
         """The highest warning line `spend` reached (None below the lowest)."""
         crossed = [line for line in self.lines if spend >= self.amount * line]
         return crossed[-1] if crossed else None
+
+
+def each_budget(items: Any, handler: Callable[[Any], Any],
+                undeclared: Callable[[str], str | None] | None) -> tuple[BudgetConfig, ...]:
+    """`budgets:` validated, every error of the list raised at once (pydantic's ValidationError,
+    paths under each budget's index): each budget's own, a name used twice, and a dimension
+    `undeclared` tells (its message; None for a declared one; no check without it: the
+    attribution section failed, and says so)."""
+    from pydantic_core import ValidationError as CoreValidationError
+
+    if not isinstance(items, (list, tuple)):
+        return handler(items)  # not a list: pydantic says so
+    budgets, errors, names = [], [], set()
+    for index, item in enumerate(items):
+        try:
+            budgets.append(BudgetConfig.model_validate(item))
+        except ValidationError as exc:
+            errors += [{"type": e["type"], "loc": (index, *e["loc"]), "input": e["input"], "ctx": e.get("ctx") or {}}
+                       for e in exc.errors()]
+        fields = item if isinstance(item, dict) else {}
+        name, dimension = fields.get("name"), fields.get("dimension", BudgetConfig.model_fields["dimension"].default)
+        if isinstance(name, str) and name in names:
+            errors.append(item_error(index, ("name",), f"budget name {name!r} is used twice", name))
+        names.add(name)
+        if undeclared and isinstance(dimension, str) and (message := undeclared(dimension)):
+            errors.append(item_error(index, ("dimension",), message, dimension))
+    if errors:
+        raise CoreValidationError.from_exception_data("budgets", errors)
+    return tuple(budgets)

@@ -64,6 +64,8 @@ def plain_errors(exc: ValidationError, data: Any = None, *, prefix: tuple[Any, .
     validated `data`), an unknown key is told with the closest keys taken there."""
     problems = []
     for error in exc.errors():
+        if _short_of_failed_items(error):
+            continue
         loc = _path(tuple(error["loc"]), data)
         if loc and loc[-1] in SECRET_SETTINGS:
             error = {**error, "input": Secret(error.get("input"))}
@@ -77,6 +79,14 @@ def plain_errors(exc: ValidationError, data: Any = None, *, prefix: tuple[Any, .
             message = unknown_key
         problems.append((dotted_path(prefix + loc), message))
     return problems
+
+
+def _short_of_failed_items(error: Mapping[str, Any]) -> bool:
+    """A list pydantic calls too short only because items of it failed (it counts the items that
+    passed: `states: [FAILD]` "needs at least 1 item" beside the item's own error, said apart)."""
+    value, least = error.get("input"), (error.get("ctx") or {}).get("min_length")
+    return (error["type"] == "too_short" and isinstance(least, int) and isinstance(value, (list, tuple))
+            and len(value) >= least)
 
 
 def keys_at(model: Any, loc: tuple[Any, ...]) -> list[str]:

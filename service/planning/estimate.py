@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
 from service.core.config import Config, Strict
 from service.core.config_file import ConfigLoader, yaml_error
@@ -39,6 +39,9 @@ CENT = Decimal("0.01")
 # What a figure of an estimate may reach: a registered plan's money is DECIMAL(38,12) in the lake,
 # and a figure this large stated to the cent is past Decimal's 28 digits (it was a traceback)
 LARGEST = Decimal("1e26")
+# no cluster holds more GPUs (the largest hold a few hundred thousand); above it a typed count
+# (`--gpus 100000000000`) priced a run lasting milliseconds, shown as 0.00 hours
+MAX_GPUS = 10**7
 
 COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 SIZE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
@@ -141,6 +144,14 @@ class PlanInputs(Strict):
     logs_size: Size = Decimal(0)
     retention_days: int = Field(default=30, ge=0)
     storage_price_per_gb_month: Decimal | None = Field(default=None, ge=0)
+
+    @field_validator("gpus")
+    @classmethod
+    def _a_cluster_holds_them(cls, gpus: int) -> int:
+        if gpus > MAX_GPUS:
+            raise ValueError(f"{gpus:,} GPUs is more than any cluster holds (at most {MAX_GPUS:,}); "
+                             "write the run's GPU count, e.g. 1024")
+        return gpus
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values: spans as typed (`0.35-0.45`), decimals as strings."""
