@@ -213,3 +213,30 @@ def test_each_edit_after_the_config_file_was_removed_is_said_as_any_edit_is(tmp_
     config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 5}}\n")
     later(config, 10)
     assert watch.check() and said[2:] == [f"{CHANGED_MESSAGE} ({config})"]
+
+
+def test_a_second_edit_while_the_first_waits_for_its_sighup_is_said_too(tmp_path):
+    """Two edits before a SIGHUP: the second was never logged (the watch said a change once), so
+    one that broke the file after a good edit left the log saying 'send SIGHUP to load it'."""
+    from service.core.config import load_config
+    from service.serve.config_watch import REFUSED_MESSAGE
+
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {tmp_path / 'lake'}\n")
+    said = []
+    watch = ConfigWatch(config, said.append, as_read(config), validate=lambda: load_config(config))
+    config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 5}}\n")
+    later(config)
+    assert watch.check() and said == [f"{CHANGED_MESSAGE} ({config})"]
+    config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 6}}\n")
+    later(config, 10)
+    assert watch.check() and said[1:] == [f"{CHANGED_MESSAGE} ({config})"]
+    later(config, 15)  # a touch: the change already said
+    assert watch.check() and len(said) == 2
+    config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 6\n")  # broken after the good edits
+    later(config, 20)
+    assert watch.check() and len(said) == 3 and said[2].startswith(f"{REFUSED_MESSAGE} ({config}): "), said
+    watch.reloading(as_read(config))  # as if that SIGHUP's file were what runs: the next edit is said again
+    config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 5}}\n")
+    later(config, 25)
+    assert watch.check() and said[3:] == [f"{CHANGED_MESSAGE} ({config})"]

@@ -5,7 +5,9 @@ change nothing, silently, until the next restart. `ConfigWatch` stats the file (
 service's main loop asks several times a second) and reads it only when its mtime or size
 moved, so a `touch` or an edit undone reads as unchanged. A changed file is loaded (not
 applied) first: one that does not load is said so with its error, not as one to SIGHUP
-(which used to be said, and only the refused SIGHUP told it does not load). A change is logged once, and
+(which used to be said, and only the refused SIGHUP told it does not load). Each change is
+logged once: a file saved again with other content while the first change waits for its
+SIGHUP is said again (it may now not load, or load what the first did not), a `touch` not;
 `spendlake_config_file_changed` says 1 until the file says what was loaded again or a
 SIGHUP loads it; a file a SIGHUP could not load is not said to need a SIGHUP until it
 changes again.
@@ -25,7 +27,7 @@ from service.core.errors import SpendlakeError
 
 CHANGED_MESSAGE = "config changed on disk; send SIGHUP to load it"
 REFUSED_MESSAGE = "config changed on disk and does not load; still serving the running one"
-# what a file removed (or unreadable) is refused as: its digest None reads as "nothing refused",
+# what a file removed (or unreadable) is said as: its digest None reads as "nothing said",
 # and every later edit was then taken for the change already said, broken or not
 GONE = "(no file)"
 
@@ -62,7 +64,7 @@ class ConfigWatch(Collector):
         self.validate = validate  # loads the file as a SIGHUP would (raises SpendlakeError), or None
         self._lock = threading.Lock()  # the main loop and scrapes both check
         self._stat, self._loaded = loaded
-        self._refused: str | None = None  # the digest of a file a SIGHUP could not load: no SIGHUP asked for it
+        self._said: str | None = None  # the digest of the change last said (or a SIGHUP refused): not said again
         self.changed = False
 
     def check(self) -> bool:
@@ -76,14 +78,12 @@ class ConfigWatch(Collector):
             self._stat = stat
             digest = _digest(self.path)
             changed = stat is None or digest != self._loaded
-            if changed and (not self.changed or self._refused not in (None, digest or GONE)):
+            if changed and (digest or GONE) != self._said:
                 # loaded as a SIGHUP would read it: a file removed (or unreadable) does not load either
                 error = self._load_error()
-                self._refused = None if error is None else digest or GONE
                 self.announce(f"{CHANGED_MESSAGE} ({self.path})" if error is None
                               else f"{REFUSED_MESSAGE} ({self.path}): {error}")
-            if not changed:
-                self._refused = None
+            self._said = (digest or GONE) if changed else None
             self.changed = changed
             return changed
 
@@ -100,10 +100,11 @@ class ConfigWatch(Collector):
         """A SIGHUP read the file as `read` and could not load it (`error`): until it changes
         again the change is said as one that does not load, not as one a SIGHUP would load."""
         with self._lock:
-            self._stat, self._refused = read[0], read[1] or GONE
+            self._stat = read[0]
             changed = read[0] is None or read[1] != self._loaded
-            if changed and not self.changed:
+            if changed and (read[1] or GONE) != self._said:
                 self.announce(f"{REFUSED_MESSAGE} ({self.path}): {error}")
+            self._said = (read[1] or GONE) if changed else None
             self.changed = changed
 
     def reloading(self, read: tuple[tuple[int, int] | None, str | None]) -> None:
@@ -111,6 +112,7 @@ class ConfigWatch(Collector):
         are done, so the file is compared with it from now on; the wait asks for no other SIGHUP."""
         with self._lock:
             self._stat, self._loaded = read
+            self._said = None
             self.changed = False
 
     def describe(self) -> list[Metric]:
