@@ -5,12 +5,11 @@ Connection errors, read timeouts and 429/500/502/503/504 answers are retried wit
 exponential backoff up to `attempts` in all. A Retry-After (on any of them, and on a 413) is
 honoured up to `timeout` seconds; a server asking for longer is an error at once naming the
 wait it asked (a day's wait would hold the source, and `serve` with it). `timeout` bounds each
-attempt: its redirects' hops together and its whole answer, not only each read (a server
-dripping its status line and headers byte by byte is bounded per read only: http.client reads
-them with blocking reads urllib3 gives no deadline to). Errors become a SourceError naming the
-URL (without its query), the source's settings by their config path (`config_path`, e.g.
-`inventory[0]`) and the next step. Request headers (tokens) never appear in an error or a log
-line: urllib3 logs the method and path only.
+attempt: its redirects' hops together, each hop's status line and headers (connectors/
+http_deadline.py: urllib3 bounds only each read of them) and its whole answer. Errors become
+a SourceError naming the URL (without its query), the source's settings by their config path
+(`config_path`, e.g. `inventory[0]`) and the next step. Request headers (tokens) never appear
+in an error or a log line: urllib3 logs the method and path only.
 
 The query is percent-encoded as RFC 3986 says (a space is %20, `/` is %2F): the form SigV4
 signs, which `sign` (a request's URL → the headers that sign it) is given. Each attempt is
@@ -35,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
+from connectors.http_deadline import bounded
 from service.core import json_text
 from service.core.errors import SourceError
 from service.core.logs import hide
@@ -65,7 +65,7 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     target = f"{url}?{urlencode(params, quote_via=quote, safe='')}" if params else url
     limit = _Limit(timeout, where, settings)
     try:
-        with urllib3.PoolManager() as pool:
+        with bounded(urllib3.PoolManager()) as pool:
             while True:
                 sent = {**(headers or {}), **auth, **(sign(target) if sign else {})}
                 deadline = time.monotonic() + timeout

@@ -187,6 +187,27 @@ def test_a_slow_answer_names_the_sources_setting(serve):
     assert "raise inventory[1].max_attempts / inventory[1].timeout_seconds" in str(raised.value)
 
 
+def drip_headers(handler: Handler) -> None:
+    """The status line and headers a byte every 0.05 s (about 4 s in all): no read waits long."""
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(JOBS)}\r\n\r\n".encode()
+    for byte in head:
+        handler.wfile.write(bytes([byte]))
+        handler.wfile.flush()
+        time.sleep(0.05)
+    handler.wfile.write(JOBS)
+
+
+def test_headers_that_drip_are_given_up_at_the_timeout(serve):
+    url, seen = serve(drip_headers)
+    began = time.monotonic()
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json(url, attempts=1, timeout=1)
+    assert time.monotonic() - began < 2.5  # urllib3 waited for all of them: ~4 s, and the answer was taken
+    assert f"{url}: cannot reach it after 1 attempt(s): " in str(raised.value) and "Read timed out" in str(raised.value)
+    assert len(seen) == 1
+    assert http_json.get_json(url, attempts=1, timeout=8) == {"jobs": []}  # within the timeout: read
+
+
 def test_the_token_does_not_follow_a_redirect_to_another_host(serve):
     elsewhere, seen_elsewhere = serve(lambda h: h.answer(200))
     url, seen = serve(lambda h: h.answer(302, b"", Location=elsewhere + "/slurmdb/v0.0.38/jobs"))
