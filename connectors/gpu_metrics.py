@@ -132,7 +132,7 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
             result = query_range(c.prometheus_url, query, start + timedelta(hours=1), end, 3600,
                                  timeout=c.timeout_seconds, attempts=1, access=access,
                                  hint=f"check {self.config_path}.prometheus_url and the query",
-                                 config_path=self.config_path)
+                                 config_path=self.config_path, fixed_attempts=True)  # max_attempts: CloudWatch's
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: set[str] = set()
             unlabelled = 0

@@ -129,6 +129,8 @@ def test_prometheus_unreachable_names_the_url(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     outcome = run(tmp_path, DAY0, prometheus_url=url, timeout_seconds=2)
     assert f"{url}/api/v1/query_range: cannot reach it" in str(outcome.error)
+    # one attempt, whatever max_attempts (the CloudWatch reader's) says: not named as the way out
+    assert str(outcome.error).endswith("or raise inventory[0].timeout_seconds"), outcome.error
 
 
 def test_prometheus_answering_with_warnings_is_partial_and_fails(tmp_path):
