@@ -70,3 +70,21 @@ def test_a_gpu_count_no_cluster_holds_is_refused(tmp_path):
     result = CliRunner().invoke(cli, [*flags, "10000000"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["low"]["wall_clock_hours"] == "0.01"
+
+
+def test_budgets_given_as_objects_are_checked_as_written_ones_are():
+    """Config(budgets=...) with BudgetConfig objects (no dicts to read a name from) still refuses a
+    name used twice and reads each one's own dimension."""
+    from decimal import Decimal
+
+    from pydantic import ValidationError
+
+    from service.core.config import Config
+    from service.core.config_budgets import BudgetConfig
+
+    budget = BudgetConfig(name="a", value="x", amount=Decimal(1), dimension="project")
+    assert Config(budgets=(budget,)).budgets == (budget,)
+    with pytest.raises(ValidationError, match="budget name 'a' is used twice"):
+        Config(budgets=(budget, budget))
+    with pytest.raises(ValidationError, match="unknown dimension 'cost_center'"):
+        Config(budgets=(BudgetConfig(name="b", value="x", amount=Decimal(1), dimension="cost_center"),))

@@ -167,7 +167,8 @@ class Config(Strict):
     @classmethod
     def _each_budget(cls, items: Any, handler: Any, info: Any) -> Any:
         attribution = info.data.get("attribution")  # declared before budgets; absent when it failed
-        return each_budget(items, handler, attribution and (lambda dimension: _undeclared(attribution, dimension)))
+        return each_budget(items, handler,
+                           None if attribution is None else lambda dimension: _undeclared(attribution, dimension))
 
     @model_validator(mode="after")
     def _rule_dimensions_declared(self) -> Config:

@@ -113,11 +113,13 @@ def each_budget(items: Any, handler: Callable[[Any], Any],
     for index, item in enumerate(items):
         try:
             budgets.append(BudgetConfig.model_validate(item))
+            name, dimension = budgets[-1].name, budgets[-1].dimension
         except ValidationError as exc:
             errors += [{"type": e["type"], "loc": (index, *e["loc"]), "input": e["input"], "ctx": e.get("ctx") or {}}
                        for e in exc.errors()]
-        fields = item if isinstance(item, dict) else {}
-        name, dimension = fields.get("name"), fields.get("dimension", BudgetConfig.model_fields["dimension"].default)
+            fields = item if isinstance(item, dict) else {}  # what it says of the two, read as written
+            name = fields.get("name")
+            dimension = fields.get("dimension", BudgetConfig.model_fields["dimension"].default)
         if isinstance(name, str) and name in names:
             errors.append(item_error(index, ("name",), f"budget name {name!r} is used twice", name))
         names.add(name)
