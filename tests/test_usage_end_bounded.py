@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from click.testing import CliRunner
 
 from service.cli.main import cli
+from service.core import coverage
 from service.core.coverage import data_end, parse_utc
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
@@ -91,6 +92,7 @@ def test_a_ledger_written_before_the_end_was_bounded_ends_where_the_bill_ends(tm
         data = json.loads(ledger.read_text())
         [entry] = data["entries"]
         entry["data_through"] = written  # as the commit wrote it before it bounded the end
+        del entry["data_through_bounded"]
         ledger.write_text(json.dumps(data))
     old, dated = Lake(tmp_path / "old" / "lake"), Lake(ahead / "lake")
     assert [e.data_through for e in old.ledger()] == ["2099-01-01T00:00:00Z"]
@@ -102,3 +104,25 @@ def test_a_ledger_written_before_the_end_was_bounded_ends_where_the_bill_ends(tm
     config.write_text(f"lake: {old.root}\nsources:\n  - {{name: bill, kind: focus, location: '{folder}'}}\n")
     shown = CliRunner().invoke(cli, ["--config", str(config), "status", "--sources", "--format", "json"])
     assert '"data_through": "2024-10-02T00:00:00Z"' in shown.stdout and "2099" not in shown.stdout, shown.output
+
+
+def test_a_month_in_local_time_past_the_utc_months_bound_is_taken_as_its_commit_bounded_it(tmp_path, monkeypatch):
+    """A provider's month in Tokyo time starts 2024-08-31T15:00Z, so the lake names it 2024-08 (its
+    BillingPeriodStart's UTC month) and its usage runs to 2024-09-30T15:00Z, past the 2024-08 bound a
+    reader gives an entry without its file (2024-09-02): the commit bounded it by the file's own
+    BillingPeriodEnd, and every data_end read that file again to find the same end. Now only an
+    entry written before commits bounded it (no `data_through_bounded`) is read again."""
+    bill = "1.5,1.5,USD,2024-08-31T15:00Z,2024-09-30T15:00Z,2024-09-18T10:00Z,2024-09-18T11:00Z"
+    lake, result = ingest_files(tmp_path, ("bill", "focus", write_bill(tmp_path, bill)))
+    assert failures(result) == [] and [(e.billing_period, e.data_through) for e in lake.ledger()] == [
+        ("2024-08", "2024-09-18T11:00:00Z")]
+    reads = []
+    usage_through = coverage.usage_through
+    monkeypatch.setattr(coverage, "usage_through", lambda *a, **k: reads.append(a[1]) or usage_through(*a, **k))
+    assert data_end(lake) == datetime(2024, 9, 18, 11, tzinfo=timezone.utc)
+    assert reads == []  # was the partition file, at every data_end
+    ledger = lake.root / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    del data["entries"][0]["data_through_bounded"]  # as a ledger before 2026-12-06 holds it
+    ledger.write_text(json.dumps(data))
+    assert data_end(Lake(lake.root)) == datetime(2024, 9, 18, 11, tzinfo=timezone.utc) and len(reads) == 1

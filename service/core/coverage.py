@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
 from service.core.timewindow import CLOCK_SKEW, Window, fixed_end, iso_utc, month_text, parse_window
-from service.core.usage_end import USAGE_BEGINS, ledger_bound, usage_through
+from service.core.usage_end import USAGE_BEGINS, capped_through, ledger_bound, usage_through
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
@@ -69,12 +69,15 @@ def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]
     one, or read from the file (bounded as a commit bounds it: service/core/usage_end.py) for an
     entry from before it was recorded, and for one recorded before it was bounded whose end lies
     past its own bound (usage_end.ledger_bound: a 2024-09 line's 2099 kept the data's end in 2099
-    until the period was delivered again). An unrecorded entry whose file is gone (`status` says
-    missing) reaches at least its billing period's start: leaving it out put the data's end, and
-    the month the metrics and budgets sum, in an earlier period; an unbounded one, its bound."""
+    until the period was delivered again; an entry a commit bounded, by its file's BillingPeriodEnd,
+    is taken as recorded: a provider's month in local time reaches past the UTC month's bound). An
+    unrecorded entry whose file is gone (`status` says missing) reaches at least its billing
+    period's start: leaving it out put the data's end, and the month the metrics and budgets sum,
+    in an earlier period; an unbounded one, its bound."""
     def read_again(entry: LedgerEntry) -> bool:
-        return bool(entry.rows) and (not entry.data_through_recorded or entry.data_through is not None and parse_utc(
-            entry.data_through) > parse_utc(ledger_bound(entry.billing_period, entry.ingested_at)))
+        return bool(entry.rows) and (not entry.data_through_recorded or capped_through(
+            entry.data_through, entry.billing_period, entry.ingested_at,
+            entry.data_through_bounded) != entry.data_through)
 
     entries = [entry for entry, _ in parts if not read_again(entry)]
     unread = {str(path): entry for entry, path in parts if read_again(entry)}

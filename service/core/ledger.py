@@ -68,6 +68,7 @@ class Replaced:
     totals: tuple[CurrencyTotals, ...]
     days: DaySums | None = None
     days_version: int = DAYS_VERSION
+    data_through_bounded: bool = True  # as LedgerEntry's
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class LedgerEntry:
     # ChargeCategory = 'Usage' lines, ISO UTC): how far its data reaches. None: no usage line.
     data_through: str | None = None
     data_through_recorded: bool = True  # False in ledgers before 2026-12 (service.core.coverage reads the file)
+    # data_through as the commit bounded it (service/core/usage_end.py, by the file's own BillingPeriodEnd);
+    # False in ledgers before 2026-12-06 (5f947de), whose end a reader bounds again (usage_end.ledger_bound)
+    data_through_bounded: bool = True
     # The distinct keys of the partition's Tags, sorted: attribution reads them here instead of
     # decoding every line's Tags map per query. None in ledgers before 2026-12 (it scans the file).
     tag_keys: tuple[str, ...] | None = None
@@ -146,7 +150,8 @@ def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) 
             return replace(entry, replaced=prior.replaced, earlier=prior.earlier)
         older = ((prior.replaced,) if prior.replaced else ()) + prior.earlier
         return replace(entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals,
-                                                prior.days, prior.days_version), earlier=older[:KEPT_REPLACED - 1])
+                                                prior.days, prior.days_version, prior.data_through_bounded),
+                       earlier=older[:KEPT_REPLACED - 1])
     return [entry if (prior := before.get(entry.key)) is None else kept(entry, prior) for entry in new]
 
 

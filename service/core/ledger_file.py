@@ -65,6 +65,7 @@ def entry_from_json(data: dict) -> LedgerEntry:
     return LedgerEntry(**{**{k: v for k, v in data.items() if k in known}, "totals": _totals(data["totals"]),
                        "files": tuple(data.get("files", ())),
                        "data_through_recorded": "data_through" in data,
+                       "data_through_bounded": data.get("data_through_bounded", False),
                        "tag_keys": None if keys is None else tuple(keys),
                        "days": _days(data.get("days")), "days_version": data.get("days_version", 1),
                        "replaced": None if replaced is None else _replaced(replaced),
@@ -83,7 +84,7 @@ def _replaced_json(old: Replaced) -> dict:
 
 def _replaced(data: dict) -> Replaced:
     return Replaced(data["ingested_at"], data.get("data_through"), data["final"], _totals(data["totals"]),
-                    _days(data.get("days")), data.get("days_version", 1))
+                    _days(data.get("days")), data.get("days_version", 1), data.get("data_through_bounded", False))
 
 
 def _totals_json(totals: tuple[CurrencyTotals, ...]) -> list[dict]:
@@ -183,6 +184,7 @@ class _ReplacedShape(Open):
     totals: list[_TotalsShape]
     days: DaysShape | None = None
     days_version: StrictInt = Field(default=1, ge=1)
+    data_through_bounded: StrictBool = False
 
 
 def _partition_value(text: str) -> str:
@@ -208,6 +210,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     sha256: StrictStr | None = None
     mtime_ns: StrictInt | None = Field(default=None, ge=0)
     data_through: UtcText | None = None
+    data_through_bounded: StrictBool = False
     tag_keys: list[StrictStr] | None = None
     reader_version: StrictInt = Field(default=0, ge=0)
     replaced: _ReplacedShape | None = None

@@ -59,17 +59,33 @@ def through_at(end: datetime, committed: str | None) -> str:
 def bound_at(committed: str) -> datetime:
     """The latest a file committed at `committed` (ISO UTC) can reach, as the lake's times are
     kept (UTC without a zone)."""
-    return datetime.fromisoformat(committed.replace("Z", "+00:00")).astimezone(timezone.utc).replace(
-        tzinfo=None) + LINE_SPAN
+    return _utc(committed) + LINE_SPAN
+
+
+def _utc(text: str) -> datetime:
+    """An ISO UTC text as the lake's times are kept (UTC without a zone)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc).replace(tzinfo=None)
 
 
 def ledger_bound(billing_period: str, committed: str) -> str:
     """The latest end a ledger entry of `billing_period` (YYYY-MM) committed at `committed` (ISO
     UTC) can hold by its own facts: a day after its month (UTC) and after its commit. A ledger
-    written before the end was bounded (2026-12-06) may hold a later one (a line's 2099 as it
-    was written): service/core/coverage.py reads such a file's end again, bounded as a commit
-    bounds it (a provider's month in local time, ending after the UTC month, is read again too,
-    to the same end)."""
+    written before the end was bounded (2026-12-06; its entries not `data_through_bounded`) may
+    hold a later one (a line's 2099 as it was written): service/core/coverage.py reads such a
+    file's end again, bounded as a commit bounds it (a provider's month in local time, ending after
+    the UTC month, is read again too, to the same end); an entry a commit bounded is not: it was
+    bounded by its lines' own BillingPeriodEnd, which the ledger does not keep."""
     year, month = (int(part) for part in billing_period.split("-"))
     after_the_month = datetime(year + month // 12, month % 12 + 1, 1) + LINE_SPAN
     return usage_end_text(min(after_the_month, bound_at(committed)))
+
+
+def capped_through(data_through: str | None, billing_period: str, committed: str, bounded: bool) -> str | None:
+    """A ledger entry's (or a delivery it replaced: ledger.Replaced) recorded data_through as a reader
+    takes it without its file: a commit's bounded end as it is, an earlier one no later than its
+    ledger_bound (where service/core/coverage.py reads the file again, Spark's session and the
+    report's restated bills, whose replaced file is gone, cap it)."""
+    if data_through is None or bounded:
+        return data_through
+    bound = ledger_bound(billing_period, committed)
+    return bound if _utc(data_through) > _utc(bound) else data_through
