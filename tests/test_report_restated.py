@@ -395,3 +395,21 @@ def test_a_refund_of_one_of_an_estimates_last_days_usage_is_said_outside_its_usa
         f"through 2023-11-06 11:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$4.00 where "
         f"the delivery of {minute(first['ingested_at'])} UTC billed $0.00 ($4.00 less): the figures above that "
         "count its lines changed with it."]
+
+
+def test_a_replaced_delivery_recorded_before_ends_were_bounded_is_told_through_its_bound():
+    """A month to date replaced by a delivery a day further, the one it replaced recorded before commits
+    bounded the data's end (a line's 2099-01-01 as it was written; data_through_bounded False): read as
+    reaching past the new one, the grown month was told as its whole bill restated. It is taken as coverage takes it: no later than a day
+    after its commit (usage_end.capped_through), and the month told grown by late usage."""
+    old, new = (estimate("2023-11-06T04:00:00Z", "2099-01-01T00:00:00Z", "50", 5),
+                estimate("2023-11-08T04:00:00Z", "2023-11-08T00:00:00Z", "70", 7))
+    before = Replaced(old[0], old[1], False, old[2], old[3], data_through_bounded=False)
+    notes = restated_notes([LedgerEntry("cur", "2023-11", "d2", 51, new[2], False, new[0], data_through=new[1],
+                                        replaced=before, days=new[3])])
+    assert notes == [
+        "Bill 2023-11 / cur / USD updated with late usage: delivered again at 2023-11-08 04:00 UTC, its data now "
+        "through 2023-11-08 00:00 UTC, for the usage of 2023-11-05 to 2023-11-06 it bills $20.00 where the estimate "
+        "of 2023-11-06 04:00 UTC, its data through 2023-11-07 04:00 UTC, billed $10.00 ($10.00 more, besides the days "
+        "it adds), its usage before 2023-11-05 as it was: an estimated bill's last days grow as the cloud meters late "
+        "usage, until its invoice; the figures above that count those days changed with it."]

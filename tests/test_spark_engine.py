@@ -249,3 +249,27 @@ def test_the_http_api_honours_the_configured_engine(org, tmp_path):
     assert response.status == 200, response.body
     assert json.loads(response.body) == attribute(lake, config, CUT, by=("team", "project")).to_json()
     assert json.loads(response.body)["totals"], "an empty answer would mean the local (missing) lake was read"
+
+
+def test_a_ledger_end_recorded_before_ends_were_bounded_is_capped_on_spark_as_on_duckdb(tmp_path):
+    """A ledger entry recorded before commits bounded the data's end (a 2024-09 line's 2099-01-01 as
+    it was written): DuckDB's coverage reads its file again (2024-10-02), Spark's session took the
+    2099 as it was, so `--engine spark` anchored windows in 2098. It caps it as coverage does without
+    the file (usage_end.capped_through)."""
+    from test_usage_end_bounded import line, write_bill
+
+    from service.core.coverage import billing_data_through
+
+    folder = write_bill(tmp_path, line("1.5", "2024-09", "2024-09-18T10:00Z", "2024-09-18T11:00Z"),
+                        line("2.5", "2024-09", "2024-09-18T22:00Z", "2099-01-01T00:00Z"))
+    lake, result = ingest_files(tmp_path, ("bill", "focus", folder))
+    assert failures(result) == []
+    ledger = lake.root / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    data["entries"][0]["data_through"] = "2099-01-01T00:00:00Z"  # as the commit wrote it before it bounded ends
+    del data["entries"][0]["data_through_bounded"]
+    ledger.write_text(json.dumps(data))
+    config = parse_config({"lake": str(lake.root), "sources": [{"name": "bill", "kind": "focus",
+                                                                "location": str(folder)}]})
+    spark = SparkRollupSession(Lake(lake.root), config.attribution, SPARK).data_through()
+    assert spark == billing_data_through(Lake(lake.root)) == {"bill": datetime(2024, 10, 2, tzinfo=timezone.utc)}

@@ -89,18 +89,21 @@ def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]
             found = usage_through(con, present, {path: unread[path].ingested_at for path in present})
         finally:
             con.close()
-    entries += [replace(entry, data_through=found.get(path) if path in present
+    entries += [replace(entry, data_through_bounded=True, data_through=found.get(path) if path in present
                         else ledger_bound(entry.billing_period, entry.ingested_at) if entry.data_through_recorded
                         else f"{entry.billing_period}-01T00:00:00Z") for path, entry in unread.items()]
     return entries_data_through(entries)
 
 
 def entries_data_through(entries: Sequence[LedgerEntry]) -> dict[str, datetime | None]:
-    """Source → the latest data_through its ledger entries record (None: no usage line)."""
+    """Source → the latest data_through its ledger entries record (None: no usage line), one recorded
+    before commits bounded it no later than its bound (usage_end.capped_through: Spark's session reads
+    no file for it)."""
     through: dict[str, str | None] = {e.source: None for e in entries}
     for entry in entries:
-        if entry.data_through and (through[entry.source] is None or entry.data_through > through[entry.source]):
-            through[entry.source] = entry.data_through
+        end = capped_through(entry.data_through, entry.billing_period, entry.ingested_at, entry.data_through_bounded)
+        if end and (through[entry.source] is None or end > through[entry.source]):
+            through[entry.source] = end
     return {source: parse_utc(text) if text else None for source, text in sorted(through.items())}
 
 

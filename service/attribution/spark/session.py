@@ -200,7 +200,8 @@ class SparkRollupSession(RollupSession):
         rollups.createOrReplaceTempView(ROLLUP_VIEW)
 
     def data_through(self) -> dict[str, datetime | None]:
-        """From the ledger Spark reads (a ledger from before data_through was recorded: None)."""
+        """From the ledger Spark reads (a ledger from before data_through was recorded: None; one from
+        before it was bounded, capped as coverage caps it without the file)."""
         return entries_data_through(self.ledger_entries())
 
     def ledger_entries(self) -> list[LedgerEntry]:

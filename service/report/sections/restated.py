@@ -20,6 +20,7 @@ from decimal import Decimal
 from service.core.coverage import parse_utc
 from service.core.ledger import CurrencyTotals, DaySums, LedgerEntry, Replaced
 from service.core.timewindow import minute_text
+from service.core.usage_end import capped_through
 from service.core.units import cents, currency_text, shown_money
 
 # The days before an estimate's data end's day that late usage still fills in: AWS's cost data
@@ -36,14 +37,21 @@ def restated_notes(entries: list[LedgerEntry]) -> list[str]:
     for entry in entries:
         if entry.replaced is None:
             continue
-        chain = [Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days,
-                          entry.days_version),
-                 entry.replaced, *entry.earlier]
+        chain = [capped(entry, delivery) for delivery in (
+            Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days,
+                     entry.days_version, entry.data_through_bounded), entry.replaced, *entry.earlier)]
         # once the invoice is in (the oldest final delivery), the estimate's changes before it are past
         invoice = max((i for i, delivery in enumerate(chain) if delivery.final), default=len(chain))
         for new, old in reversed(list(zip(chain, chain[1:]))[:invoice + 1]):
             notes += change_notes(entry, new, old, latest=new is chain[0])
     return notes
+
+
+def capped(entry: LedgerEntry, delivery: Replaced) -> Replaced:
+    """`delivery` of `entry`'s bill with its data's end as a reader takes it (usage_end.capped_through): one
+    recorded before commits bounded it (a line's 2099) no later than a day after its month and its commit."""
+    return replace(delivery, data_through=capped_through(delivery.data_through, entry.billing_period,
+                                                         delivery.ingested_at, delivery.data_through_bounded))
 
 
 def change_notes(entry: LedgerEntry, new: Replaced, old: Replaced, latest: bool) -> list[str]:
