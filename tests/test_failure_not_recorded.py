@@ -81,8 +81,8 @@ def test_11_a_failure_a_full_disk_kept_out_of_the_state_is_counted_by_status_and
     assert result.exit_code == 3 and "focus (periods from data): FAILED" in result.output, result.output
     [mark] = failure_marks.marks(config.parent / "lake")
     error = result.output.splitlines()[-1]
-    assert error.endswith(f"the source's failure is counted from {mark.path} (`status`, the service) until its state "
-                          "can be written"), error
+    assert error.endswith(f"this run committed nothing; the source's failure is counted from {mark.path} (`status`, "
+                          "the service) until its state can be written"), error  # not 'what was committed above'
     row = source_row(config)  # main: `not ingested`, failures_total 0, no error
     assert (row["state"], row["failures_total"]) == ("failing", 1), row
     if room_for_the_error:

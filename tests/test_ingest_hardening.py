@@ -161,7 +161,8 @@ def test_53_a_lake_on_a_read_only_mount_says_to_mount_it_read_write_not_to_grant
 
 def test_53_a_source_record_refused_after_the_commit_does_not_say_nothing_was_changed(shared_dir):
     """`_state/sources.json` not writable (chmod, a full disk) after the run's deliveries were
-    published: 'committed 499 rows' above 'error: ... nothing was changed'."""
+    published: 'committed 499 rows' above 'error: ... nothing was changed'; and a run that had
+    nothing to commit says so, not 'what was committed above'."""
     config, lake, _ = ingested_lake(shared_dir)
     with state_refused("sources", errno.EACCES, "Permission denied"):
         result = invoke(config, "ingest")
@@ -170,6 +171,11 @@ def test_53_a_source_record_refused_after_the_commit_does_not_say_nothing_was_ch
     assert error.startswith(f"error: {lake / '_state' / 'sources.json'}: permission denied for this user")
     assert "nothing was changed" not in error and error.endswith(
         "what was committed above is in the lake; only the source's success or failure is not recorded")
+    with state_refused("sources", errno.EACCES, "Permission denied"):
+        unchanged = invoke(config, "ingest")  # nothing to commit: it said 'what was committed above is in the lake'
+    assert unchanged.exit_code == 3 and "committed" not in unchanged.output.splitlines()[0], unchanged.output
+    assert unchanged.output.splitlines()[-1].endswith(
+        "this run committed nothing; only the source's success or failure is not recorded"), unchanged.output
     rerun = invoke(config, "ingest")
     assert rerun.exit_code == 0 and "unchanged" in rerun.output
     assert "last_success" in json.loads((lake / "_state" / "sources.json").read_text())["focus"]

@@ -189,7 +189,7 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Spe
     if rewritten or record.pop("rewritten", None):
         record["rewritten"] = rewritten
     try:
-        record_sources(lake, state, source)
+        record_sources(lake, state, source, any(o.status == "committed" and o.entries for o in outcomes))
     except SpendlakeError as exc:
         return exc
     return None

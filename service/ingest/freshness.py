@@ -22,7 +22,7 @@ from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 
 STATES = ("ok", "stale", "failing", "no data", "not ingested")
-RECORD_MISSED = "what was committed above is in the lake; only the source's success or failure is not recorded"
+RECORD_MISSED = "only the source's success or failure is not recorded"
 
 
 def record_run(record: dict, error: Exception | None) -> None:
@@ -43,17 +43,19 @@ def record_run(record: dict, error: Exception | None) -> None:
     record["last_run_failed"] = error is not None  # the times, to the second, tie when both runs share one
 
 
-def record_sources(lake: Lake, state: dict, source: str) -> None:
-    """Write the `sources` state after `source`'s run (its record, `record_run`'s) and its commits,
-    counting the failures runs before could not record (their marks, removed once written): an
-    error then says what is already in the lake, never "nothing was changed" below the lines that
-    say "committed", and a failure of this run not written is still counted (`_keep`)."""
+def record_sources(lake: Lake, state: dict, source: str, committed: bool) -> None:
+    """Write the `sources` state after `source`'s run (its record, `record_run`'s) and its commits
+    (`committed`: it committed any), counting the failures runs before could not record (their
+    marks, removed once written): an error then says whether anything is already in the lake, never
+    "nothing was changed" below the lines that say "committed" nor "what was committed above" below
+    none, and a failure of this run not written is still counted (`_keep`)."""
     counted = _count_marks(lake, state, source)
     try:
         lake.write_state("sources", state)
     except OSError as exc:
-        failed = state[source].get("last_run_failed")
-        raise os_error(exc, done=_keep(lake, source, state[source]) if failed else RECORD_MISSED) from None
+        done = "what was committed above is in the lake" if committed else "this run committed nothing"
+        kept = _keep(lake, source, state[source]) if state[source].get("last_run_failed") else RECORD_MISSED
+        raise os_error(exc, done=f"{done}; {kept}") from None
     failure_marks.remove(counted)
     failure_marks.ready(lake.root)
 
@@ -69,8 +71,7 @@ def _keep(lake: Lake, source: str, record: dict) -> str:
         kept.update(failures_total=kept["failures_total"] + 1, last_failure=record["last_failure"],
                     last_error=record["last_error"])
         return RECORD_MISSED
-    return (f"what was committed above is in the lake; the source's failure is counted from {mark} (`status`, the "
-            f"service) until its state can be written")
+    return f"the source's failure is counted from {mark} (`status`, the service) until its state can be written"
 
 
 # Failures the `sources` state could not record and not even a mark (a read-only disk), per

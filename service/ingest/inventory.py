@@ -354,7 +354,7 @@ def _record(lake: Lake, outcome: InventoryOutcome) -> None:
             record[STATE_KEY] = iso_utc(outcome.data_through)
     if outcome.unlabelled_pods is not None:
         _say_unlabelled_pods(outcome, record)
-    record_sources(lake, state, outcome.source)
+    record_sources(lake, state, outcome.source, bool(outcome.rows))
 
 
 UNLABELLED_KEY = "pods_without_labels_since"
