@@ -146,3 +146,59 @@ def test_the_marks_folder_is_made_while_the_disk_has_room(config, monkeypatch):
     result = fail_on_a_full_disk(config, monkeypatch, True)
     assert result.exit_code == 3, result.output
     assert [mark.source for mark in failure_marks.marks(lake)] == ["focus"], result.output
+
+
+def test_a_state_in_place_whose_folder_could_not_be_synced_counts_the_runs_failure_once(config, monkeypatch):
+    """write_json_atomic renames the state into place, then syncs its folder: that sync failing (EIO)
+    raised an OSError as a write that never happened does, so the failed run left a mark beside the
+    state that already counted it, failures_total 2 for one failure. Now the state in place is its
+    record (files.NotSynced), no mark is left, and the error says the state is written."""
+    from service.core import files
+
+    real_sync = files.fsync_path
+
+    def sync(path):
+        if path.name == "_state":
+            raise OSError(errno.EIO, "Input/output error")
+        real_sync(path)
+
+    real = staging.pq.ParquetWriter.__init__
+    with monkeypatch.context() as broken:
+        broken.setattr(files, "fsync_path", sync)
+        broken.setattr(staging.pq.ParquetWriter, "__init__",
+                       lambda self, path, *args, **kw: real(self, "/dev/full", *args, **kw))
+        result = invoke(config, "ingest")
+    assert result.exit_code == 3 and "focus (periods from data): FAILED" in result.output, result.output
+    assert result.output.splitlines()[-1].endswith(
+        "this run committed nothing; the source's state is written, its folder not synced (a crash may lose this "
+        "run's record; the marks it counts stay until one is synced)"), result.output
+    assert not failure_marks.marks(config.parent / "lake")  # was a mark of the failure the state counts
+    record = json.loads((config.parent / "lake" / "_state" / "sources.json").read_text())["focus"]
+    assert record["failures_total"] == 1 and "disk full" in record["last_error"]
+    assert source_row(config)["failures_total"] == 1 and failures_metric(config, monkeypatch) == 1  # was 2
+
+
+def test_a_reader_across_the_states_write_and_the_marks_removal_never_sees_the_count_dip(config, monkeypatch):
+    """A reader took the state (not yet counting a mark), then the next run wrote the state counting
+    it and removed it, then the reader listed the marks (none): failures_total 0 once between 1 and
+    1. The marks are read first: a mark removed after is in any state read after."""
+    fail_on_a_full_disk(config, monkeypatch, True)
+    lake = Lake(config.parent / "lake")
+    assert len(failure_marks.marks(lake.root)) == 1 and freshness.sources_state(lake)["focus"]["failures_total"] == 1
+    writer: list = []
+
+    def between(read):
+        def reading(*args, **kwargs):
+            found = read(*args, **kwargs)
+            if not writer:  # the reader's first read: the next run writes the state and removes the mark
+                writer.append("running")
+                writer[0] = invoke(config, "ingest")
+            return found
+        return reading
+
+    with monkeypatch.context() as interleaved:
+        interleaved.setattr(failure_marks, "marks", between(failure_marks.marks))
+        interleaved.setattr(Lake, "read_state", between(Lake.read_state))
+        assert freshness.sources_state(lake)["focus"]["failures_total"] == 1  # was 0
+    assert writer[0].exit_code == 0 and not failure_marks.marks(lake.root)
+    assert freshness.sources_state(lake)["focus"]["failures_total"] == 1

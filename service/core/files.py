@@ -41,9 +41,16 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+class NotSynced(OSError):
+    """The file is in place (every reader sees it) but its folder could not be synced after the
+    rename: a crash may still lose it. A writer that would record the failure elsewhere (a mark
+    beside the state: service/ingest/freshness.py) must not, or it counts twice."""
+
+
 def write_json_atomic(path: Path, data: object) -> None:
     """Write JSON next to `path`, fsync, then rename over it: readers see old or new. An
-    OSError names `path` (a write on a full disk carries no file name, the temp file's is noise)."""
+    OSError names `path` (a write on a full disk carries no file name, the temp file's is noise);
+    one after the rename is NotSynced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -59,7 +66,10 @@ def write_json_atomic(path: Path, data: object) -> None:
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)
-    fsync_path(path.parent)
+    try:
+        fsync_path(path.parent)
+    except OSError as exc:
+        raise NotSynced(exc.errno, exc.strerror or str(exc), str(path.parent)) from exc
 
 
 def is_partition_value(value: str) -> bool:

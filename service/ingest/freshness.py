@@ -18,6 +18,7 @@ from service.core import failure_marks
 from service.core.config import Config
 from service.core.coverage import STATE_KEY, billing_data_through, inventory_data_through, parse_utc
 from service.core.errors import os_error
+from service.core.files import NotSynced
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 
@@ -52,6 +53,10 @@ def record_sources(lake: Lake, state: dict, source: str, committed: bool) -> Non
     counted = _count_marks(lake, state, source)
     try:
         lake.write_state("sources", state)
+    except NotSynced as exc:  # in place, this run and the marks counted: a mark would count it twice
+        done = "what was committed above is in the lake" if committed else "this run committed nothing"
+        raise os_error(exc, done=f"{done}; the source's state is written, its folder not synced (a crash may "
+                                 "lose this run's record; the marks it counts stay until one is synced)") from None
     except OSError as exc:
         done = "what was committed above is in the lake" if committed else "this run committed nothing"
         kept = _keep(lake, source, state[source]) if state[source].get("last_run_failed") else RECORD_MISSED
@@ -131,8 +136,8 @@ def unrecorded_key(lake: Lake) -> tuple:
 def sources_state(lake: Lake) -> dict[str, dict]:
     """The `sources` state, with the failures it could not record: marked (by any process: a
     mark is its source's last run) and kept in this process."""
+    marks = failure_marks.marks(lake.root)  # before the state: a mark then removed is in the state read
     state = lake.read_state("sources")
-    marks = failure_marks.marks(lake.root)
     for source in dict.fromkeys(mark.source for mark in marks):
         state[source] = _marked(state.get(source) or {}, [m for m in marks if m.source == source], last_run=True)
     for (root, source), kept in list(_UNRECORDED.items()):
