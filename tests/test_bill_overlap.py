@@ -139,3 +139,49 @@ def test_a_ledger_written_before_the_accounts_is_read_for_them_by_the_next_inges
     assert failures(again) == [] and {o.status for o in again.outcomes} == {"unchanged"}
     assert overlap_warnings(again) == [told]  # main: no accounts, nothing told
     assert {e.key: e.accounts for e in lake.ledger()} == recorded
+
+
+def test_member_accounts_own_exports_under_one_payer_are_no_overlap_and_the_gauge_counts_overlaps(tmp_path):
+    """The synthetic FOCUS export split by member account (SubAccountId) into two sources, each member's
+    own export of the payer: the same billing account, no line in common, told as one bill summed twice
+    (overlap48's false alarm). The sub-accounts the lines carry tell them apart; a ledger of session 48
+    (accounts without them) has them read by the next ingest. spendlake_lake_bill_overlaps counts the
+    overlaps: 0 here, 1 for the FOCUS and CUR 2.0 exports of one payer."""
+    from service.core.lake import Lake
+    from service.serve.families import integrity_families
+
+    def gauge(lake) -> float:
+        [family] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_bill_overlaps"]
+        return family.samples[0].value
+
+    generation = synthetic_bill(tmp_path)
+    focus = generation.exports["focus-csv"]
+    con = duckdb.connect()
+    files = sorted(str(p) for p in focus.rglob("*.csv"))
+    members = [row[0] for row in con.execute("SELECT DISTINCT SubAccountId FROM read_csv(?, all_varchar=true) "
+                                             "ORDER BY 1", [files]).fetchall()]
+    assert len(members) > 1
+    for name, kept in (("first", members[:1]), ("others", members[1:])):
+        (tmp_path / name).mkdir()
+        con.execute(f"COPY (SELECT * FROM read_csv(?, all_varchar=true) WHERE list_contains(?, SubAccountId)) "
+                    f"TO '{tmp_path / name / 'focus.csv'}' (HEADER)", [files, kept])
+    sources = (("first", "focus", tmp_path / "first"), ("others", "focus", tmp_path / "others"))
+    lake, result = ingest_files(tmp_path, *sources)
+    assert failures(result) == [] and overlap_warnings(result) == []  # main: told as one bill summed twice
+    assert {(e.source, a.account, a.sub_accounts) for e in lake.ledger() for a in e.accounts} == {
+        ("first", PAYER[0], tuple(members[:1])), ("others", PAYER[0], tuple(members[1:]))}
+    assert bill_overlap.lake_overlaps(lake) == [] and gauge(lake) == 0
+    ledger = json.loads(lake.ledger_file.read_text())
+    for entry in ledger["entries"]:
+        for account in entry["accounts"]:
+            del account["sub_accounts"]  # as session 48's commits wrote them
+    lake.ledger_file.write_text(json.dumps(ledger))
+    assert len(bill_overlap.lake_overlaps(Lake(lake.root))) == 1  # only the account compared
+    again = ingest(load_config(config_file(tmp_path, *sources)))
+    assert failures(again) == [] and overlap_warnings(again) == []
+    assert bill_overlap.lake_overlaps(Lake(lake.root)) == []
+
+    both = tmp_path / "both"
+    both.mkdir()
+    lake, result = ingest_files(both, ("aws-cur2", "aws-cur2", generation.exports["parquet"]), ("aws-focus", "focus", focus))
+    assert len(overlap_warnings(result)) == 1 and gauge(lake) == 1

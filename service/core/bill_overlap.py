@@ -15,8 +15,11 @@ Read from the ledger's figures per billing account (service.core.commit.ledger_e
 the lines: `status`, `attribute --check` and /api/v1/status pay nothing per line. An entry
 committed before the ledger held them (accounts None) is not compared until the next `ingest` or
 `spendlake rollup` reads its figures from its file (service.core.ledger_accounts). Two member
-accounts' own CUR exports of one payer are told too (the same payer, other lines): the
-sentence says so, and it stays a warning."""
+accounts' own CUR exports of one payer (the same payer, other lines) are told apart by the
+sub-accounts their lines carry (SubAccountId: the member account, an Azure subscription): sources
+whose lines of the account carry sub-accounts none of the other's do hold other lines, no overlap.
+Where either's carry none, only the account is compared: such a pair is told, the sentence says
+it may be one, and it stays a warning."""
 
 from __future__ import annotations
 
@@ -69,20 +72,32 @@ def overlaps(entries: Iterable[LedgerEntry]) -> list[Overlap]:
     """The billing accounts' periods two or more of `entries`' sources hold the same cost of, in
     (period, provider, account, currency) order."""
     held: dict[tuple, dict[str, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(dict))
+    subs: dict[tuple, dict[str, tuple[str, ...] | None]] = defaultdict(dict)
     for entry in entries:
         for totals in entry.accounts or ():
             if totals.account is None:
                 continue
             key = (entry.billing_period, totals.provider or "", totals.account, totals.currency or "")
+            subs[key][entry.source] = totals.sub_accounts
             for cost in COSTS:
                 if (value := getattr(totals, f"{cost}_cost")) is not None:
                     held[key][cost][entry.source] = value
     found = []
     for (period, provider, account, currency), costs in sorted(held.items()):
-        shared = tuple((cost, tuple(sorted(costs[cost].items()))) for cost in COSTS if len(costs.get(cost, {})) > 1)
+        shared = tuple((cost, tuple(sorted(sums.items()))) for cost in COSTS
+                       if len(sums := _sharing(costs.get(cost, {}), subs[(period, provider, account, currency)])) > 1)
         if shared:
             found.append(Overlap(provider or None, account, period, currency or None, shared))
     return found
+
+
+def _sharing(sums: dict[str, Decimal], subs: dict[str, tuple[str, ...] | None]) -> dict[str, Decimal]:
+    """The sources of `sums` that may hold lines of another's: both carry sub-accounts and share one,
+    or either carries none (or has them unread): then the billing account alone is compared."""
+    def may_share(one: tuple[str, ...] | None, other: tuple[str, ...] | None) -> bool:
+        return not one or not other or bool(set(one) & set(other))
+    return {source: value for source, value in sums.items()
+            if any(may_share(subs[source], subs[other]) for other in sums if other != source)}
 
 
 def lake_overlaps(lake: Lake, sources: Collection[str] | None = None) -> list[Overlap]:

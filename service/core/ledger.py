@@ -38,13 +38,16 @@ class AccountTotals:
     """A delivery's lines of one provider's billing account (BillingAccountId: AWS's payer, Azure's
     billing account, Google's billing account) in one currency: what service.core.bill_overlap
     compares across sources. A cost None: no line of them holds it (an Azure actual-cost export's
-    effective cost)."""
+    effective cost). `sub_accounts`: the SubAccountIds those lines carry (AWS's member accounts,
+    Azure's subscriptions), sorted; () where none carries one, None where not read (an entry of
+    session 48, until service.core.ledger_accounts reads them)."""
 
     provider: str | None
     account: str | None
     currency: str | None
     billed_cost: Decimal | None
     effective_cost: Decimal | None
+    sub_accounts: tuple[str, ...] | None = None
 
 
 # Per currency, UTC day (YYYY-MM-DD) → (billed, effective) summed over the usage lines charged within

@@ -38,8 +38,7 @@ def entry_json(entry: LedgerEntry) -> dict:
     else:
         del data["earlier"]
     if entry.accounts is not None:
-        data["accounts"] = [{**asdict(a), "billed_cost": exact_text(a.billed_cost),
-                             "effective_cost": exact_text(a.effective_cost)} for a in entry.accounts]
+        data["accounts"] = [_account_json(a) for a in entry.accounts]
     for key in ("days", "data_from", "mtime_ns", "accounts"):
         if getattr(entry, key) is None:
             del data[key]
@@ -72,7 +71,18 @@ def entry_from_json(data: dict) -> LedgerEntry:
                        "earlier": tuple(_replaced(r) for r in data.get("earlier", ())),
                        "accounts": None if accounts is None else tuple(
                            AccountTotals(a["provider"], a["account"], a["currency"], _dec(a["billed_cost"]),
-                                         _dec(a["effective_cost"])) for a in accounts)})
+                                         _dec(a["effective_cost"]), None if a.get("sub_accounts") is None
+                                         else tuple(a["sub_accounts"])) for a in accounts)})
+
+
+def _account_json(account: AccountTotals) -> dict:
+    data = {**asdict(account), "billed_cost": exact_text(account.billed_cost),
+            "effective_cost": exact_text(account.effective_cost)}
+    if account.sub_accounts is None:
+        del data["sub_accounts"]
+    else:
+        data["sub_accounts"] = list(account.sub_accounts)
+    return data
 
 
 def _replaced_json(old: Replaced) -> dict:
@@ -175,6 +185,7 @@ class _AccountShape(Open):
     currency: StrictStr | None
     billed_cost: DecimalText | None
     effective_cost: DecimalText | None
+    sub_accounts: list[StrictStr] | None = None
 
 
 class _ReplacedShape(Open):

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from service.attribution import ScrapeTops, metrics_anchor
 from service.core import derived_records, derived_sweep
+from service.core.bill_overlap import lake_overlaps
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
@@ -50,7 +51,8 @@ def source_families(config: Config, lake: Lake) -> list[Metric]:
 
 def integrity_families(lake: Lake) -> list[Metric]:
     """Cost partitions that do not match the ledger (the quick check now, or the last
-    `spendlake verify`), when verify last ran, and sources the config no longer declares."""
+    `spendlake verify`), when verify last ran, sources the config no longer declares, and bills two
+    sources hold (service.core.bill_overlap)."""
     states = ("missing", "truncated", "altered", "unlisted")
     damaged = GaugeMetricFamily("spendlake_lake_partitions_damaged",
                                 "Cost partitions that do not match the delivery ledger, by state.", labels=["state"])
@@ -67,6 +69,10 @@ def integrity_families(lake: Lake) -> list[Metric]:
     orphaned = GaugeMetricFamily("spendlake_lake_orphaned_sources",
                                  "Sources the lake holds that the config does not declare (they count nowhere).")
     orphaned.add_metric([], len(lake.orphans()))
+    overlaps = GaugeMetricFamily("spendlake_lake_bill_overlaps",
+                                 "Billing accounts' periods two declared sources hold the same cost of (one bill "
+                                 "configured as two sources, summed twice: `spendlake status` names them).")
+    overlaps.add_metric([], len(lake_overlaps(lake)))
     snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
                                   "Inventory snapshots (kind `snapshot`) and derived files (kind `attribution_rollup`, "
                                   "`attribution_placed`, `metric_tops`) that do not match their record (the quick check "
@@ -86,7 +92,7 @@ def integrity_families(lake: Lake) -> list[Metric]:
     gone = Counter(c.table for c in derived_sweep.lost(lake))  # verify's exit 3 too: record kept, file gone
     for table in derived_records.DERIVED_TABLES:
         snapshots.add_metric([table, "lost"], gone[table])
-    return [damaged, verified, orphaned, snapshots]
+    return [damaged, verified, orphaned, overlaps, snapshots]
 
 
 def data_through_families(config: Config, lake: Lake) -> list[Metric]:
