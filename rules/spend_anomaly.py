@@ -212,23 +212,27 @@ def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
                   ) -> tuple[dict[SeriesKey, dict[date, Decimal]], dict[SeriesKey, set[str]]]:
     """Per (dimension value, service) and day, the spend that a plan expects: lines of the
     plan's project/experiment inside its window while the plan's cumulative spend (over
-    all series) is within its amount."""
+    all series) is within its amount. A line several plans cover (two plans on one project)
+    is expected once: its cost counted once, the plans named together."""
     found: dict[SeriesKey, dict[date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     names: dict[SeriesKey, set[str]] = defaultdict(set)
+    counted: set[int] = set()  # rows (by index) already in `found`
     for plan in plans:
         def covered(row: DailySpend) -> bool:
             return (folded(row.project) == folded(plan.project)
                     and (plan.experiment is None or folded(row.experiment) == folded(plan.experiment))
                     and plan.start.date() <= row.day and datetime.combine(row.day, datetime.min.time()) < plan.end)
-        mine = sorted((r for r in rows if covered(r)), key=lambda r: r.day)
+        mine = sorted(((i, r) for i, r in enumerate(rows) if covered(r)), key=lambda pair: pair[1].day)
         spent = Decimal(0)
-        for day in sorted({r.day for r in mine}):
-            today = [r for r in mine if r.day == day]
-            spent += sum((r.cost for r in today), Decimal(0))
+        for day in sorted({r.day for _, r in mine}):
+            today = [(i, r) for i, r in mine if r.day == day]
+            spent += sum((r.cost for _, r in today), Decimal(0))
             if spent > plan.amount:
                 break
-            for row in today:
-                found[(row.value, row.service or "")][day] += row.cost
+            for i, row in today:
+                if i not in counted:
+                    counted.add(i)
+                    found[(row.value, row.service or "")][day] += row.cost
                 names[(row.value, row.service or "")].add(plan.name)
     return found, names
 

@@ -164,6 +164,27 @@ def test_spend_inside_a_planned_run_is_annotated_not_raised(tmp_path):
     assert finding.evidence["planned"] == {"planned_usd": "1800.00", "plans": ["llm-run"]}
 
 
+def test_two_plans_on_one_project_count_its_spend_once(tmp_path):
+    # as above with a second plan on llm over the same days: the 1800 the project spent is expected once,
+    # not 3600 (taken off the team's series twice, it would hide another project's spike in it)
+    lake = make_lake(tmp_path, [
+        *[daily_line(TODAY - timedelta(n), "200", tags={"team": "vision"}, resource="i-base") for n in range(1, 50)],
+        *[daily_line(TODAY - timedelta(n), "900", tags={"team": "vision", "project": "llm"}, resource="i-new")
+          for n in (1, 2)],
+        *[daily_line(TODAY - timedelta(n), "700", tags={"team": "vision", "project": "cv"}, resource="i-cv")
+          for n in (1, 2)]])
+    for name in ("llm-r1", "llm-r2"):
+        register_plan(lake, Plan(name=name, project="llm", experiment=None,
+                                 start=datetime.combine(TODAY - timedelta(3), datetime.min.time(), timezone.utc),
+                                 run_hours=Span(Decimal(96), Decimal(96)), retention_days=0,
+                                 compute_cost=Span(Decimal(1500), Decimal(2000)),
+                                 storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    (finding,) = run_rules(anomaly_config(lake), only=["spend-anomaly"], now=NOW).result.seen
+    # cv's 700 a day is not planned: 1800 counted twice would cover it and read "info, expected"
+    assert finding.severity != "info" and finding.impact_usd > 0
+    assert finding.evidence["planned"] == {"planned_usd": "1800.00", "plans": ["llm-r1", "llm-r2"]}
+
+
 @pytest.mark.slow
 def test_metrics_show_the_open_anomaly_impact_by_team_and_service(tmp_path):
     from service.serve.families import findings_families
