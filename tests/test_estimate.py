@@ -186,7 +186,9 @@ def test_register_stores_a_plan_that_load_plans_reads(tmp_path):
     (plan,) = load_plans(Lake(tmp_path / "lake"))
     assert (plan.name, plan.project, plan.experiment) == ("llm-7b", "Pretrain", "7b-base")
     assert plan.start == datetime(2026, 12, 1, tzinfo=timezone.utc)
-    assert plan.compute_cost.low == Decimal("209608.29") and plan.compute_cost.high == Decimal("269496.38")
+    # stored to DECIMAL(38,12), as the estimate computed it: its figures are rounded once, where shown
+    assert plan.compute_cost.low == Decimal("209608.294499653772") and plan.to_json()["compute_cost"] == {
+        "low": "209608.29", "high": "269496.38"}
     # the window ends after the pessimistic run: 67,374.09 GPU-hours / 1024 = 65.795 h = 65 h 47 min 42 s
     assert plan.end == datetime(2026, 12, 3, 17, 47, 42, tzinfo=timezone.utc)
     assert plan.in_window(datetime(2026, 12, 3, tzinfo=timezone.utc))
@@ -234,6 +236,38 @@ def test_planned_spend_curve_is_linear_over_run_and_retention(tmp_path):
     assert plan.planned_spend(datetime(2026, 11, 30, tzinfo=timezone.utc)).low == 0
     assert plan.planned_spend(datetime(2026, 12, 3, 2, tzinfo=timezone.utc)).low == Decimal("1050")  # 50 h in
     assert plan.planned_spend(datetime(2026, 12, 9, tzinfo=timezone.utc)).high == Decimal("2100.00")
+
+
+def test_a_registered_plans_total_is_the_estimates_to_the_cent_and_its_low_never_above_its_high(tmp_path):
+    # break49b's run: the estimate's high total 2,638,124.20 (the exact sum, rounded once) was 2,638,124.21 as a
+    # plan (its compute and storage each in cents, added), and mid-run the plan's low read a cent above its high
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from service.planning.estimate import Span
+    from service.planning.plans import plan_from_estimate
+    from service.report.sections.plans import _cents
+
+    result = run({"params": "405B", "tokens": "100B", "gpu": "H100", "gpus": 88, "mfu": "0.35-0.45",
+                  "failure_overhead": "0.1", "price_per_gpu_hour": "12.29"})
+    plan = plan_from_estimate(result, name="r2", project="llama-405b", experiment=None, start="2026-11-20")
+    assert result.to_json()["high"]["total_cost"] == Decimal("2638124.20")
+    assert plan.to_json()["total_cost"] == {"low": format(result.to_json()["low"]["total_cost"], "f"),
+                                            "high": "2638124.20"}
+    assert plan.total_cost.high.quantize(Decimal("0.01")) == Decimal("2638124.20")
+    # at MFU 0.3-0.5 the low read 493,638.65 against a high of 493,638.64 on the 19th day (the runs' ends cut to
+    # whole seconds parted the scenarios' rates)
+    plan = plan_from_estimate(run({"params": "405B", "tokens": "100B", "gpu": "H100", "gpus": 88, "mfu": "0.3-0.5",
+                                   "failure_overhead": "0.1", "price_per_gpu_hour": "12.29"}),
+                              name="r2", project="llama-405b", experiment=None, start="2026-11-20")
+    every_hour = [plan.start + timedelta(hours=h) for h in range(0, 24 * 120)]
+    assert all(low <= high for low, high in (_cents(plan.planned_spend(at)) for at in every_hour))
+    assert all(plan.planned_spend(at).low <= plan.planned_spend(at).high + Decimal("1e-9") for at in every_hour)
+    # a plan registered before, its parts in cents: their rounding still parts the scenarios' rates, by a cent
+    in_cents = replace(plan, **{part: Span(getattr(plan, part).low.quantize(Decimal("0.01")),
+                                           getattr(plan, part).high.quantize(Decimal("0.01")))
+                                for part in ("compute_cost", "storage_cost")})
+    assert all(low <= high for low, high in (_cents(in_cents.planned_spend(at)) for at in every_hour))
 
 
 def test_cli_csv_has_plain_numbers_and_table_has_separators(tmp_path):

@@ -64,6 +64,7 @@ SCHEMA = pa.schema([
       for side in ("low", "high")),
     ("inputs", pa.string()),
 ])
+CENT = Decimal("0.01")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 Amount = Annotated[Decimal, Field(ge=0)]
 Result = TypeVar("Result")  # what a change of the plans file answers (_rewrite)
@@ -113,12 +114,14 @@ class Plan:
         return self.start <= at < self.end
 
     def planned_spend(self, at: datetime) -> Span:
-        """Cumulative planned spend at `at`, for the optimistic and the pessimistic scenario."""
-        retention = timedelta(days=self.retention_days)
+        """Cumulative planned spend at `at`, for the optimistic and the pessimistic scenario: over
+        the run's exact hours (not whole seconds: mid-run both spend the GPUs' price an hour, and a
+        run end cut to its second set the low scenario's spend cents above the high's)."""
+        elapsed = Decimal((at - self.start).total_seconds()) / 3600
+        retention = Decimal(self.retention_days * 24)
 
         def spend(run: Decimal, compute: Decimal, storage: Decimal) -> Decimal:
-            run_end = self.start + _hours(run)
-            return compute * _progress(self.start, run_end, at) + storage * _progress(self.start, run_end + retention, at)
+            return compute * _progress(elapsed, run) + storage * _progress(elapsed, run + retention)
 
         return Span(spend(self.run_hours.low, self.compute_cost.low, self.storage_cost.low),
                     spend(self.run_hours.high, self.compute_cost.high, self.storage_cost.high))
@@ -127,8 +130,10 @@ class Plan:
         return {
             "name": self.name, "project": self.project, "experiment": self.experiment,
             "start": iso_utc(self.start), "end": iso_utc(self.end), "retention_days": self.retention_days,
-            "run_hours": _span_json(self.run_hours), "compute_cost": _span_json(self.compute_cost),
-            "storage_cost": _span_json(self.storage_cost), "total_cost": _span_json(self.total_cost),
+            # in cents, each figure rounded once as the estimate rounds its own (the total is not the sum of the parts'
+            # cents: it is the estimate's total)
+            "run_hours": _span_json(self.run_hours), "compute_cost": _span_json(self.compute_cost, CENT),
+            "storage_cost": _span_json(self.storage_cost, CENT), "total_cost": _span_json(self.total_cost, CENT),
             "inputs": self.inputs,
         }
 
@@ -138,16 +143,18 @@ def _hours(value: Decimal) -> timedelta:
     return timedelta(seconds=int(value * 3600))
 
 
-def _progress(start: datetime, end: datetime, at: datetime) -> Decimal:
-    if at <= start:
+def _progress(elapsed: Decimal, hours: Decimal) -> Decimal:
+    """The share of a span of `hours` from the start `elapsed` hours in (0 to 1)."""
+    if elapsed <= 0:
         return Decimal(0)
-    if at >= end:
+    if elapsed >= hours:
         return Decimal(1)
-    return Decimal((at - start).total_seconds()) / Decimal((end - start).total_seconds())
+    return elapsed / hours
 
 
-def _span_json(span: Span) -> dict[str, str]:
-    return {"low": format(span.low, "f"), "high": format(span.high, "f")}
+def _span_json(span: Span, quantum: Decimal | None = None) -> dict[str, str]:
+    return {side: format(value.quantize(quantum) if quantum else value, "f")
+            for side, value in (("low", span.low), ("high", span.high))}
 
 
 def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment: str | None, start: str) -> Plan:
@@ -163,10 +170,9 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
                 start=datetime.combine(day, time(), timezone.utc),
                 run_hours=Span(_money(result.low.run_hours), _money(result.high.run_hours)),  # as stored
                 retention_days=result.inputs.retention_days,
-                compute_cost=Span(result.low.compute_cost.quantize(Decimal("0.01")),
-                                  result.high.compute_cost.quantize(Decimal("0.01"))),
-                storage_cost=Span(result.low.storage_cost.quantize(Decimal("0.01")),
-                                  result.high.storage_cost.quantize(Decimal("0.01"))),
+                # as stored, not in cents: the parts' cents added gave a total a cent off the estimate's
+                compute_cost=Span(_money(result.low.compute_cost), _money(result.high.compute_cost)),
+                storage_cost=Span(_money(result.low.storage_cost), _money(result.high.storage_cost)),
                 inputs=result.to_json()["inputs"])
     try:  # its planned window, storage kept after it included, must be a time Python holds
         if plan.end + timedelta(days=plan.retention_days) <= MAX_INSTANT:

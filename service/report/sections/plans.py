@@ -139,7 +139,13 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
 
 
 def _cents(planned: Span) -> tuple[Decimal, Decimal]:
-    return planned.low.quantize(CENT), planned.high.quantize(CENT)
+    """The planned spend's low and high in cents. An estimate's optimistic run never spends more
+    than its pessimistic one (mid-run both spend the GPUs' price an hour): where a plan's stored
+    figures' own rounding (one registered with its costs in cents) reads the low a cent above the
+    high, both are the lower. (A plan whose optimistic run spends faster, which no estimate
+    registers, keeps its low above its high.)"""
+    low, high = planned.low.quantize(CENT), planned.high.quantize(CENT)
+    return (high, high) if low - high == CENT else (low, high)
 
 
 def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Section, list[str]]:
