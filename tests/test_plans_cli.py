@@ -298,6 +298,19 @@ def test_a_plan_not_started_or_without_data_since_its_start_says_so_not_on_or_un
     assert [row["status"] for row in earlier] == ["not started", "under plan", "not started"]  # by name
 
 
+def test_a_started_plan_with_nothing_spent_since_its_start_says_so_not_under_plan(tmp_path):
+    # break49b: a plan on dpo-chat-v5 from 12-03, $0 spent since while the bill runs on, read `under plan`
+    # with no note: a run not begun read as a saving. llm-7b spent until the 24th; the plan starts on the 25th
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "100", tags={"project": project})
+                                for d in range(20, 30) for project in ("llm-7b", "other") if project == "other" or d < 25])
+    register_plan(lake, plan("dpo", "llm-7b", "5000"))
+    found = plans_as_of(lake_config(lake=lake), lake, DAY)
+    [row] = found.rows
+    assert (row["status"], row["actual_to_date"]) == ("nothing spent yet", 0), row
+    assert ("plan dpo: nothing is spent on project llm-7b since its start (2026-11-25 00:00 UTC): its $0 is not a "
+            "saving, the run has not begun.") in found.notes, found.notes
+
+
 EDITS = {  # a hand edit of the plans file (its record gone, so nothing checks it): what it must say
     "SELECT * REPLACE (NULL::TIMESTAMP AS start) FROM plans": "plan 'known': start: must be a date and time",
     "SELECT * REPLACE (CAST(start AS VARCHAR) AS start) FROM plans": "plan 'known': start: must be a date and time",

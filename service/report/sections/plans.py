@@ -60,6 +60,10 @@ def data_ends(plan: Plan, data: Coverage, spent_in: Collection[str] = ()) -> tup
     return ends[0] if ends else (max((end for end in data[1].values() if end), default=None), None)
 
 
+def _scope(plan: Plan) -> str:
+    return f"project {plan.project}" + (f", experiment {plan.experiment}" if plan.experiment else "")
+
+
 def _where(plan: Plan) -> dict[str, tuple[str]]:
     return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
 
@@ -112,7 +116,8 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
     it, or the experiment with the project: a misspelt value, named with the closest ones in the
     note); `no data yet` (the lake's
     billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
-    in other currencies only, never converted: named in the note); else over, under or on plan,
+    in other currencies only, never converted: named in the note); `nothing spent yet` (no spend
+    since its start in the data there is: the run has not begun, no saving; said in the note); else over, under or on plan,
     against the lower and the higher of the two scenarios (mid-run both spend the GPUs' price an
     hour, so only storage, spread over runs of different lengths, parts them: by cents, either
     way; once the faster run ends the slower one's keeps rising), but `partial data` rather than under or on plan when it started before the
@@ -129,6 +134,8 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
         return "no data yet"
     if left_out and not daily:
         return "other currency"
+    if not daily:  # started, the data past its start, nothing spent: a run not begun, not a saving
+        return "nothing spent yet"
     floor, ceiling = sorted(_cents(plan.planned_spend(min(until, ends))))
     past = " to data end" if ends < until else ""
     if actual > ceiling:
@@ -172,6 +179,10 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         actual = sum(daily.values(), Decimal(0))
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
+        status = _status(plan, until, (data[0], ends), actual, found)
+        if status == "nothing spent yet":
+            notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
+                         f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
         if left_out:
             notes.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
                          "its start is left out (currencies are never converted).")
@@ -182,7 +193,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": _status(plan, until, (data[0], ends), actual, found),
+            "status": status,
             # in cents, stored at DECIMAL(38,12): the run's range, which the plan to date shows only once the
             # faster run has ended (both spend the GPUs' price an hour whatever the MFU)
             "planned_total_low": plan.total_cost.low.quantize(CENT),
