@@ -311,6 +311,33 @@ def test_a_started_plan_with_nothing_spent_since_its_start_says_so_not_under_pla
             "saving, the run has not begun.") in found.notes, found.notes
 
 
+def test_spend_after_a_plans_end_is_shown_apart_and_plans_counting_the_same_spend_are_named(tmp_path):
+    # break49b: a plan planned to end on 10-27 counted all the project's later spend ($899,347.59 against
+    # $82,825.77, over plan); two plans on one project each counted the other's. llm-7b spends USD 100 a day
+    # (a line at each midnight) to the 29th; `short` runs 48 h from the 25th: its actual is the 25th and 26th's
+    from dataclasses import replace
+
+    lake, config_file = small_lake(tmp_path)
+    short = replace(plan("short", "llm-7b", "5000"), run_hours=Span(Decimal(48), Decimal(48)))
+    for registered in (short, plan("base", "llm-7b", "800", experiment="base"),
+                       replace(plan("sft", "llm-7b", "800", experiment="sft"), start=datetime(2026, 11, 20,
+                                                                                              tzinfo=timezone.utc))):
+        register_plan(lake, registered)
+    result = spendlake(config_file, "plans", "--as-of", "2026-11-29", "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(result.stdout)}
+    assert (rows["short"]["actual_to_date"], rows["short"]["after_end"]) == ("200.000000000000", "300.000000000000")
+    assert rows["base"]["after_end"] is None  # its planned end (December 5th) not reached
+    notes = [line.removeprefix("note: ") for line in result.stderr.splitlines()]
+    assert ("plan short kept spending after its planned end (2026-11-27 00:00 UTC): USD 300.00 on project llm-7b "
+            "since is not in its actual (after_end).") in notes
+    # short (the whole project) and base share the 25th and 26th; sft (another experiment) shares with short only
+    assert [note for note in notes if note.startswith("plans ")] == [
+        "plans base and short cover the same spend (project llm-7b, experiment base from 2026-11-25 00:00 to "
+        "2026-11-27 00:00 UTC): each one's actual counts it.",
+        "plans sft and short cover the same spend (project llm-7b, experiment sft from 2026-11-25 00:00 to "
+        "2026-11-27 00:00 UTC): each one's actual counts it."], notes
+
+
 EDITS = {  # a hand edit of the plans file (its record gone, so nothing checks it): what it must say
     "SELECT * REPLACE (NULL::TIMESTAMP AS start) FROM plans": "plan 'known': start: must be a date and time",
     "SELECT * REPLACE (CAST(start AS VARCHAR) AS start) FROM plans": "plan 'known': start: must be a date and time",
@@ -398,8 +425,9 @@ def test_a_plan_started_before_the_lakes_billing_data_begins_is_partial_data_unl
     from dataclasses import replace
 
     lake, _ = small_lake(tmp_path)
-    for name, compute in (("early", "5000"), ("small", "100")):
-        register_plan(lake, replace(plan(name, "llm-7b", compute), start=datetime(2026, 11, 10, tzinfo=timezone.utc)))
+    for name, compute in (("early", "5000"), ("small", "100")):  # running to December 10th (an actual is its window's)
+        register_plan(lake, replace(plan(name, "llm-7b", compute), start=datetime(2026, 11, 10, tzinfo=timezone.utc),
+                                    run_hours=Span(Decimal(600), Decimal(720))))
     register_plan(lake, plan("known", "llm-7b", "5000"))
     found = plans_as_of(lake_config(lake=lake), lake, DAY)
     assert {row["plan"]: row["status"] for row in found.rows} == {

@@ -41,6 +41,8 @@ COLUMNS = (
     Column("actual_to_date", "actual", "money"), Column("status", "status"),
     Column("planned_total_low", "plan total", "money", to="planned_total_high"),
     Column("planned_total_high", "plan total high", "money", in_html=False),
+    # the scope's USD spend after the planned end (None before it), not in the actual: the note says it on the page
+    Column("after_end", "after planned end", "money", in_html=False),
 )  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
@@ -109,6 +111,26 @@ def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
     return data_begins(lake, snapshot), snapshot_data_through(lake, snapshot)
 
 
+def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime) -> Decimal:
+    """The plan's project's (and experiment's) USD spend from its planned end to `until`."""
+    result = attribute(lake, config, Window(plan.end, until), by=("project",), where=_where(plan))
+    return sum((row.cost for row in result.rows if row.currency == "USD"), Decimal(0))
+
+
+def _overlaps(plans: list[Plan]) -> list[str]:
+    """A sentence for each two plans whose scopes and windows overlap: both actuals count that spend."""
+    said = []
+    for i, one in enumerate(plans):
+        for other in plans[i + 1:]:
+            since, until = max(one.start, other.start), min(one.end, other.end)
+            experiments = {one.experiment, other.experiment} - {None}
+            if one.project == other.project and len(experiments) <= 1 and since < until:
+                said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
+                            f"{', experiment ' + experiments.pop() if experiments else ''} from {minute_text(since)} "
+                            f"to {minute_text(until)} UTC): each one's actual counts it.")
+    return said
+
+
 def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime | None], actual: Decimal,
             found: PlanActual) -> str:
     """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
@@ -134,14 +156,14 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
         return "no data yet"
     if left_out and not daily:
         return "other currency"
-    if not daily:  # started, the data past its start, nothing spent: a run not begun, not a saving
-        return "nothing spent yet"
     floor, ceiling = sorted(_cents(plan.planned_spend(min(until, ends))))
     past = " to data end" if ends < until else ""
     if actual > ceiling:
         return f"over plan{past}"
     if begins is not None and plan.start < begins:
         return "partial data"
+    if not daily:  # started, the data past its start, nothing spent: a run not begun, not a saving
+        return "nothing spent yet"
     return ("under plan" if actual < floor else "on plan") + past
 
 
@@ -174,9 +196,16 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         # the actual to where the data ends (a leading source's later spend set against the plan to then
         # would read as on plan what a lagging one has not delivered yet): read again only if it ends before
         to = until if ends is None or ends <= plan.start else min(until, ends)
-        found = plan_actual(config, lake, plan, to, whole if to == until else None)
+        # the actual is the plan's window's: the scope's spend after its planned end (another run of the project,
+        # the retention's storage) is counted apart, never set against the plan
+        in_window = min(to, plan.end)
+        found = plan_actual(config, lake, plan, in_window, whole if in_window == until else None)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
+        after = _after_end(config, lake, plan, to) if to > plan.end else None
+        if after:
+            notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC): "
+                         f"{amounts_text([('USD', after)])} on {_scope(plan)} since is not in its actual (after_end).")
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
         status = _status(plan, until, (data[0], ends), actual, found)
@@ -197,10 +226,11 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             # in cents, stored at DECIMAL(38,12): the run's range, which the plan to date shows only once the
             # faster run has ended (both spend the GPUs' price an hour whatever the MFU)
             "planned_total_low": plan.total_cost.low.quantize(CENT),
-            "planned_total_high": plan.total_cost.high.quantize(CENT),
+            "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after,
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends))
+    notes += _overlaps(plans)
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
         whose = (f"billing source {source}'s data ends at {minute_text(ends)} UTC, the earliest of the sources "
