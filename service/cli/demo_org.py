@@ -102,11 +102,12 @@ ESTIMATE = {"gpus": {gpu: {"price_per_gpu_hour": str(Decimal(INSTANCES[instance]
                      for gpu, instance in (("H100", "p5.48xlarge"), ("A100", "p4d.24xlarge"))}}
 # The plan the research lead registered for the cluster's llama-405b pretraining run, as
 # `spendlake estimate --params 405B --tokens 100B --gpu H100 --gpus 88 --mfu 0.35-0.45 --failure-overhead 0.1
-# --register llama-405b-r1 --project llama-405b --start <the window's first day>` would: the first
+# --register llama-405b-r1 --project llama-405b --experiment llama-405b --start <the window's first day>` would
+# (the run's experiment: its actual is the run's cost; the project's alone holds its debug jobs too): the first
 # pretraining block's 11 p5 nodes (the twelfth is its spare), at the bill's p5 price; its first job
 # starts in the window's first hours and it outlasts the window (connectors.synthetic.slurm), and
 # 79 to 102 days at that MFU bracket it, so `spendlake plans` and the report set it against its actual.
-PLAN = {"name": "llama-405b-r1", "project": "llama-405b",
+PLAN = {"name": "llama-405b-r1", "project": "llama-405b", "experiment": "llama-405b",
         "inputs": {"params": "405B", "tokens": "100B", "gpu": "H100", "gpus": 88, "mfu": "0.35-0.45",
                    "failure_overhead": "0.1"}}
 
@@ -175,7 +176,7 @@ def _register_plan(config: Config, start: date) -> Plan:
     lake = Lake.of(config)
     plan, _ = as_billed(lake, config, plan_from_estimate(estimate(plan_inputs(PLAN["inputs"]), config),
                                                         name=PLAN["name"], project=PLAN["project"],
-                                                        experiment=None, start=start.isoformat()))
+                                                        experiment=PLAN["experiment"], start=start.isoformat()))
     if plan not in load_plans(lake):  # a re-run's lake stays byte for byte as it was
         register_plan(lake, plan)
     return plan
