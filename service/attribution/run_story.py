@@ -21,8 +21,8 @@ the idle of the instances while it held them.
   cost and its idle part. The idle is shown beside the run's cost, never inside it: those dollars
   are the cluster's `idle`, not the run's (the row's `idle_share` is of the same instances over
   the whole window, held or not).
-- notes: why the story is short: a run with no job in the window (when its jobs ran), jobs that
-  reached no billed instance. A run no record or part names is a UsageError with the closest run ids.
+- notes: why the story is short (service/attribution/run_notes.py): a run with no job in the
+  window (when its jobs ran), jobs that reached no billed instance. A run no record or part names is a UsageError with the closest run ids.
 """
 
 from __future__ import annotations
@@ -38,18 +38,18 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
-from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span, running_until
+from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, running_until
+from service.attribution.run_notes import story_notes
 from service.attribution.sql import dim_col, held_records_cte
 from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
-from service.core.coverage import billing_periods, data_begins, months_touched, periods_text
 from service.core.errors import UsageError
 from service.core.folding import folded, folded_forms
 from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
-from service.core.timewindow import Window, iso_utc, minute_text
+from service.core.timewindow import Window, iso_utc
 from service.core.units import share_of
 
 # A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
@@ -300,7 +300,7 @@ def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyCon
     spellings = sorted({*folded_forms(run), *(r.spelled for r in records)})
     instances = _instances(lake, session, config, window, cost, spellings) if session is not None and jobs else ()
     return RunStory(run.strip(), tuple(jobs), instances,
-                    _reserved(config, run) + _notes(lake, session, con, run, window, jobs))
+                    _reserved(config, run) + story_notes(lake, session, con, run, window, jobs))
 
 
 def _reserved(config: AttributionConfig, run: str) -> tuple[str, ...]:
@@ -328,50 +328,6 @@ def _check_named(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPy
     also = [f"`attribute --where run={run.strip()}` gives {reserved[folded(run)]}"] if folded(run) in reserved else []
     raise UsageError(f"no run {run.strip()!r} in the lake's job records or cost", where=where,
                      hint="; ".join([suggestion(run, known, "run ids", first=named, shown=KNOWN_SHOWN), *also]))
-
-
-def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, run: str, window: Window,
-           jobs: list[RunJob]) -> tuple[str, ...]:
-    """Why the story is short: no job in the window, jobs without a billed instance."""
-    span = window.shown()
-    if not jobs:  # the run is named (_check_named)
-        first, last, _ = run_span(lake, con, run)
-        when = f"; its jobs ran {minute_text(first)} → {minute_text(last or first)} UTC" if first else ""
-        return (f"run {run.strip()!r} has no job that held GPUs in the window {span}{when}",)
-    if any(j.currency for j in jobs) or session is None:
-        return ()
-    through = max((m for m in session.data_through().values() if m is not None), default=None)
-    if through is not None and all(j.start and j.start >= through for j in jobs):
-        return (f"run {run.strip()!r} has jobs in the window but no cost yet: they started after the bill's end "
-                f"(data through {minute_text(through)} UTC)",)
-    periods = billing_periods(lake)
-    if not any(months_touched(max(j.start or window.since, window.since), min(j.end or window.until, window.until))
-               & set(periods) for j in jobs):  # e.g. before the first bill: no node or pool is to blame
-        return (f"run {run.strip()!r} has jobs in the window {span} but no bill covers their months: the lake "
-                f"holds the billing periods {periods_text(periods)}",)
-    outside = _outside_the_data(jobs, window, data_begins(lake, session.snapshot), through)
-    if outside:
-        return (f"run {run.strip()!r} has jobs in the window {span} but {outside}",)
-    return (f"run {run.strip()!r} has jobs in the window {span} but no billed cost: none of its jobs' instances or "
-            "nodes is a billed instance of a cluster (check the record's nodes or instance ids against "
-            "`clusters.node_tag`, or give its cluster a pool with `clusters.cluster_tag`)",)
-
-
-def _outside_the_data(jobs: list[RunJob], window: Window, begins: datetime | None,
-                      through: datetime | None) -> str | None:
-    """Why jobs in a billed month have no cost when none of their hours in the window lies in the
-    bill's data (`begins` to `through`): a window past its end, a job before its first hour."""
-    if begins is None or through is None:
-        return None
-    spans = [(max(j.start or window.since, window.since), min(j.end or window.until, window.until)) for j in jobs]
-    if any(start < through and end > begins for start, end in spans):
-        return None
-    if all(start >= through for start, _ in spans):
-        return f"no cost yet: their hours in it are after the bill's end (data through {minute_text(through)} UTC)"
-    if all(end <= begins for _, end in spans):
-        return f"no billed cost: their hours in it are before the bill's data begins ({minute_text(begins)} UTC)"
-    return (f"no billed cost: their hours in it are before the bill's data begins or after its end (data "
-            f"{minute_text(begins)} → {minute_text(through)} UTC)")
 
 
 def _known_runs(lake: Lake, session: RollupSession | None,
