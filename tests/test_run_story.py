@@ -174,6 +174,38 @@ def test_each_attempt_that_re_ran_failed_work_is_marked_as_the_rows_restarts_cou
     assert "┃ restart ┃" not in runner.invoke(cli, [*args, "table", "--run", "r2"], env={"COLUMNS": "200"}).stdout
 
 
+def test_the_storys_figures_and_relaunched_attempts_are_in_its_json_and_the_api_as_the_table_says_them(tmp_path):
+    """break49b: "failed and run again" and "unfinished attempts" were computed only to print the
+    table; `--format json` and /api/v1/runs?run= carried neither, nor which failed attempts were
+    run again. r1: job 1 FAILED ($40), then job 2 did its work: relaunched; unfinished are jobs 1,
+    7@1 and 7@2 ($100 of $160); the rule's count (its default states) is job 1's $40."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    served = json.loads(api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03&run=r1"), None).body)
+    for data in (json.loads(shown.stdout), served):
+        assert [(j["record"], j["relaunched"]) for j in data["jobs"]] == [
+            ("p5/1", True), ("p5/3", False), ("p5/2", False), ("p5/7@1", False), ("p5/7@2", False)]
+        exact = [{**part, "cost": D(part["cost"]), "run_cost": D(part["run_cost"])} for part in data["unfinished"]]
+        assert exact == [{"currency": "USD", "cost": D(100), "jobs": 3, "run_cost": D(160), "share": "0.6250"}]
+        reruns = data["failed_reruns"]
+        assert {**reruns, "cost": D(reruns["cost"]), "run_cost": D(reruns["run_cost"])} == {
+            "currency": "USD", "states": ["FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"], "cost": D(40), "jobs": 1,
+            "run_cost": D(160), "share": "0.2500"}  # the rule's default states
+    table = " ".join(CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--format", "table"],
+                                        env={"COLUMNS": "200"}).stdout.split())
+    assert f"{UNFINISHED_LINE}: USD 100.00 of 160.00 (62.5%)" in table
+    assert "TIMEOUT, then an attempt of the same work): USD 40.00 of 160.00 (25.0%)" in table
+    # r2's one job was cancelled, by its user: unfinished, no failed re-run
+    r2 = story(lake, cfg, run="r2").to_json()
+    assert (r2["unfinished"][0]["share"], D(r2["failed_reruns"]["cost"]), r2["jobs"][0]["relaunched"]) == (
+        "1.0000", 0, False)
+    # a run the state filter leaves out shows no figures, as it shows no jobs
+    left_out = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="r1", state="failed"))
+    assert (left_out.to_json()["unfinished"], left_out.to_json()["failed_reruns"]) == ([], None)
+
+
 def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path, monkeypatch):
     """BillingCurrency is the bill's text: an OSC escape in it is shown, a line feed cannot start a line."""
     with monkeypatch.context() as before:  # ingest refuses such a code now (core/currency.py); an older lake holds it

@@ -27,8 +27,9 @@ its modules (tests/test_layout.py):
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
   clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py; asked: run_query.py,
   answered: run_result.py);
-- `RunStory`, `RunJob`, `RunInstance`, `UNFINISHED`: one run's jobs, cost by job type and state,
-  and the idle beside it, for `runs --run` (service/attribution/run_story.py);
+- `RunStory`, `RunJob`, `RunInstance`: one run's jobs, cost by job type and state, and the idle
+  beside it, for `runs --run` (service/attribution/run_story.py); `UNFINISHED`, `job_attempt`: its
+  figures, what its unfinished attempts and failed re-runs cost (service/attribution/run_figures.py);
 - `parse_where`: `team=nlp` options as a filter;
 - `attributed_lines`: every line with its value per dimension and shared costs split into
   allocated lines (service/attribution/per_line.py; `spendlake export --with-attribution`);
@@ -45,8 +46,8 @@ its modules (tests/test_layout.py):
 - `prorate`: the part of a charge in a window, as attribution counts it (the report's data-end note);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
-- `run_costs_lookup`, `held_hours_lookup`, `job_attempt`: what the failed-reruns rule reads, every run's
-  attempts with their cost (a story's job as one), and what idle-gpu reads, the instance-hours jobs held (service/attribution/run_costs.py).
+- `run_costs_lookup`, `held_hours_lookup`: what the failed-reruns rule reads, every run's
+  attempts with their cost (a story's job as one, `job_attempt`), and what idle-gpu reads, the instance-hours jobs held (service/attribution/run_costs.py).
 - `HELD_TABLES`: the inventory tables a command's snapshot holds with its costs (rules run: its lookups
   read the job records and tags of that state; service/attribution/rollup_versions.py).
 """
@@ -75,7 +76,8 @@ _MODULES = {
     "run_rows": ("runs",),
     "run_query": ("RunsQuery",),
     "run_result": ("OTHER", "RunRow", "RunsResult", "RunTotal"),
-    "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
+    "run_story": ("RunInstance", "RunJob", "RunStory"),
+    "run_figures": ("UNFINISHED", "job_attempt"),
     "commitment_usage": ("COMMITMENTS_SINCE", "Commitment", "CommitmentsResult", "commitments",
                          "commitments_asked"),
     "metric_top": ("Top", "metrics_anchor"),
@@ -83,7 +85,7 @@ _MODULES = {
     "jobs": ("newly_ended", "newly_unasked"),
     "node_sharing": ("SharedNodes", "shared_nodes"),
     "job_rules": ("IdleRule", "idle_job_rules"),
-    "run_costs": ("held_hours_lookup", "job_attempt", "run_costs_lookup"),
+    "run_costs": ("held_hours_lookup", "run_costs_lookup"),
     "rollup_versions": ("HELD_TABLES",),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}

@@ -14,16 +14,17 @@ and nothing is kept once it has its answer.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
 
-from rules.context import HeldHours, JobAttempt, Owner, RunCost, RunCosts
+from rules.context import HeldHours, Owner, RunCost, RunCosts
 from service.attribution.clusters import JobCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.rollup_versions import HELD_TABLES, READ_TABLES
 from service.attribution.run_inputs import SEVERAL, placed_parts
-from service.attribution.run_story import RunJob, run_jobs, run_records
+from service.attribution.run_figures import job_attempt
+from service.attribution.run_story import run_jobs, run_records
 from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
@@ -107,13 +108,3 @@ def _run_costs(lake: Lake, snapshot: Snapshot, config: AttributionConfig, window
 def _owner(parts: list[JobCost]) -> Owner:
     """The team, project and experiment the run's parts share, `several` where they differ."""
     return Owner(*(parts[0].values[d] if len({p.values[d] for p in parts}) == 1 else SEVERAL for d in OWNER))
-
-
-def job_attempt(job: RunJob) -> JobAttempt:
-    """A job of `runs --run` as the failed-reruns rule reads it (also the story's failed re-runs)."""
-
-    def naive(moment):
-        return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
-
-    return JobAttempt(job.job, job.state, naive(job.start), naive(job.end), job.gpu_hours, job.cost, job.currency,
-                      job.work)

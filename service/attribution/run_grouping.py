@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import replace
 from decimal import Decimal
 
+from service.attribution.run_figures import StoryFigures
 from service.attribution.run_inputs import VALUES
 from service.attribution.run_query import RunsQuery
 from service.attribution.run_result import GPU_HOURS_QUANTUM, OTHER, RunRow, RunsResult, RunTotal
@@ -27,8 +28,9 @@ def state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], ke
     if story is None or kept or not rows:
         return story
     ended = " and ".join(sorted({r.state or "no state" for r in rows}))
-    return replace(story, jobs=(), instances=(), notes=(*story.notes, f"run {rows[0].run!r} is left out by the state "
-                                                        f"filter ({' or '.join(query.states)}): its last job ended {ended}"))
+    return replace(story, jobs=(), instances=(), figures=StoryFigures(), notes=(
+        *story.notes, f"run {rows[0].run!r} is left out by the state filter ({' or '.join(query.states)}): its last "
+        f"job ended {ended}"))
 
 
 def arranged(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResult:

@@ -37,12 +37,15 @@ bill, its cluster has no pool) shows cost 0, no currency, and the values its job
 group first, the costliest row first in each: `top` keeps the N costliest runs of each group and
 folds the rest into one `other` row; totals are per group and currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
-and by state, the idle of its instances while it held them (service/attribution/run_story.py);
+and by state, the idle of its instances while it held them (service/attribution/run_story.py),
+what its unfinished attempts and failed re-runs cost (run_figures.py: with a Config, the
+failed-reruns rule as its `rules:` set it; an AttributionConfig, the rule's defaults);
 without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note instead of its story.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -76,8 +79,9 @@ HOUR = timedelta(hours=1)
 def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> RunsResult:
     """One row per run of the shared GPU clusters in the query's window (module docstring), all
     read in one snapshot of the lake: the run's span, its job records and costs of one state."""
+    rules = config.rules if isinstance(config, Config) else {}  # the failed-reruns rule's: a story's figures
     config = with_clusters(config)
-    return held_sessions(lake, config, lambda snapshot, session: _runs(lake, snapshot, session, config, query),
+    return held_sessions(lake, config, lambda snapshot, session: _runs(lake, snapshot, session, config, query, rules),
                          Needs(usage_dims(config), (query.cost,), allocates=True))  # idle shares, a run's story
 
 
@@ -107,7 +111,7 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snap
 
 
 def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config: AttributionConfig,
-          query: RunsQuery) -> RunsResult:
+          query: RunsQuery, rules: Mapping) -> RunsResult:
     if query.window is None:
         query = replace(query, window=run_window(lake, query.run, query.naming, snapshot))
     if session is None:  # no bill in the lake: the runs of its job records, without cost
@@ -116,7 +120,8 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
             records = job_records(lake, con, config, query.window, None, query.run, query.as_of)
             idle_rules = tuple(idle_job_rules(lake, config, query.window, con=con))
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,
-                              ClusterUsage(query.window, query.cost, (), ()), query.naming("run")) if query.run else None
+                              ClusterUsage(query.window, query.cost, (), ()), query.naming("run"),
+                              rules) if query.run else None
         finally:
             con.close()
         rows = [_row(side.name, side.stated, Decimal(0), None, side, set(), None) for run, side in records.items()
@@ -141,7 +146,8 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
                           max((end for end in through.values() if end), default=None), query.run, query.as_of)
     story = None
     if query.run:
-        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage, query.naming("run"))
+        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage,
+                          query.naming("run"), rules)
         idle = story.idle_shares()  # one pass over the window's parts, not two
     rows = []
     for (run, currency), (name, cost, values, jobs, clusters) in costs.items():

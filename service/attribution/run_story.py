@@ -28,6 +28,7 @@ the idle of the instances while it held them.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -38,6 +39,7 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
+from service.attribution.run_figures import UNFINISHED, StoryFigures, story_figures
 from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, running_until
 from service.attribution.run_notes import story_notes
 from service.attribution.sql import dim_col, held_records_cte
@@ -52,9 +54,6 @@ from service.core.suggest import suggestion
 from service.core.timewindow import Window, iso_utc
 from service.core.units import share_of
 
-# A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
-UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-              "DEADLINE", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "REVOKED")
 RECORD_VALUES = ("job_type", "job_state", "cluster")
 GPU_HOURS_QUANTUM = Decimal("1e-6")
 RATIO_QUANTUM = Decimal("1e-4")
@@ -79,12 +78,14 @@ class RunJob:
     shared: bool = False  # its job id's cost in this state, shared with other attempts by GPU-hours
     work: tuple | None = None  # what it does (core.job_states.work_of): a re-run of a failed attempt does the same
     restart: bool = False  # it re-ran failed work: one of the run row's `restarts`
+    relaunched: bool = False  # it failed (the failed-reruns rule's states) and was run again (run_figures.py)
 
     def to_json(self) -> dict:
         return {"job": self.job, "record": self.record, "cluster": self.cluster, "job_type": self.job_type,
                 "state": self.state, "start": _iso(self.start), "end": _iso(self.end), "gpus": _text(self.gpus),
                 "gpu_hours": _text(self.gpu_hours), "nodes": list(self.nodes), "instance_ids": list(self.instance_ids),
-                "cost": _text(self.cost), "currency": self.currency, "shared": self.shared, "restart": self.restart}
+                "cost": _text(self.cost), "currency": self.currency, "shared": self.shared, "restart": self.restart,
+                "relaunched": self.relaunched}
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class RunStory:
     jobs: tuple[RunJob, ...]
     instances: tuple[RunInstance, ...]
     notes: tuple[str, ...] = ()
+    figures: StoryFigures = StoryFigures()  # what its unfinished attempts and failed re-runs cost
 
     def split(self, field: str) -> list[tuple[str | None, str | None, Decimal, int]]:
         """(value of `field`, currency, cost, jobs) per value and currency, costliest first."""
@@ -149,7 +151,7 @@ class RunStory:
                       "share": _text(share_of(idle, held, RATIO_QUANTUM))}
                      for c, idle, held in self.idle()],
             "instances": [i.to_json() for i in self.instances],
-            "notes": list(self.notes)}
+            "notes": list(self.notes), **self.figures.to_json()}
 
 
 def _text(value: Decimal | None) -> str | None:
@@ -290,17 +292,19 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
 
 
 def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
-              window: Window, cost: str, run: str, usage: ClusterUsage, where: str) -> RunStory:
+              window: Window, cost: str, run: str, usage: ClusterUsage, where: str, rules: Mapping) -> RunStory:
     """The story of `run` in `window` (module docstring); `session` None: a lake without a bill; `where`
-    names the run in the UsageError of a run nothing names (`--run`, or the API's `run`)."""
+    names the run in the UsageError of a run nothing names (`--run`, or the API's `run`); `rules`: the
+    config's `rules:`, the failed-reruns rule's settings its figures read (run_figures.py)."""
     records = run_records(lake, con, config, window, run)
     jobs = run_jobs(records, [j for j in usage.jobs if folded(j.values["run"]) == folded(run)])
     if not jobs:
         _check_named(lake, session, con, config, run, where)
     spellings = sorted({*folded_forms(run), *(r.spelled for r in records)})
     instances = _instances(lake, session, config, window, cost, spellings) if session is not None and jobs else ()
+    jobs, figures = story_figures(jobs, rules)
     return RunStory(run.strip(), tuple(jobs), instances,
-                    _reserved(config, run) + story_notes(lake, session, con, run, window, jobs))
+                    _reserved(config, run) + story_notes(lake, session, con, run, window, jobs), figures)
 
 
 def _reserved(config: AttributionConfig, run: str) -> tuple[str, ...]:

@@ -3,9 +3,7 @@ service/attribution/run_story.py computes it)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from decimal import Decimal
-from types import MappingProxyType
 
 import click
 
@@ -88,32 +86,19 @@ def _split_table(data: dict, key: str, title: str, total: str) -> None:
          footer={key: "total", "cost": total})
 
 
-def _unfinished(data: dict) -> list[tuple[str | None, Decimal, Decimal]]:
-    """(currency, the run's cost, its unfinished attempts' cost) where some attempt did not finish."""
-    sums: dict[str | None, list[Decimal]] = {}
-    for split in data["by_state"]:
-        held = sums.setdefault(split["currency"], [Decimal(0), Decimal(0)])
-        held[0] += Decimal(split["cost"])
-        held[1] += Decimal(split["cost"]) if split["unfinished"] else 0
-    return [(c, cost, part) for c, (cost, part) in sums.items()
-            if any(s["unfinished"] and s["currency"] == c for s in data["by_state"])]
+def _part_text(part: dict) -> str:
+    """`USD 100.00 of 160.00 (62.5%)`: a figure of the story's (run_figures.Part.to_json), its
+    percentage from the exact sums, rounded once."""
+    cost, of = Decimal(part["cost"]), Decimal(part["run_cost"])
+    share = f" of {money_text(of, of=part['currency'])} ({cost / of * 100:.1f}%)" if of else ""
+    return f"{money_text(cost, part['currency'])}{share}"
 
 
-def _rerun_failures(result, rules: Mapping) -> tuple[str, Decimal]:
-    """(the counted states, the USD cost of the attempts the failed-reruns rule, as `rules:`
-    configures it, counts in the story's window: failures another attempt of the same work followed)."""
-    from rules.failed_reruns import FailedReruns, FailedRerunsConfig
-    from service.attribution import job_attempt
-
-    rule = FailedReruns(FailedRerunsConfig.model_validate(rules.get(FailedReruns.name) or {}))
-    failed = rule.rerun_failures(tuple(job_attempt(job) for job in result.story.jobs))
-    return ", ".join(rule.config.states), sum((attempt.cost for attempt in failed), Decimal(0))
-
-
-def render_story(result, fmt: str, rules: Mapping = MappingProxyType({})) -> None:
+def render_story(result, fmt: str) -> None:
     """Print the story of `result.query.run`: as CSV its jobs, one line per attempt; as tables
-    its row (one field a line), its jobs, its cost by job type and by final state, what of it
-    failed and was run again (the failed-reruns rule as `rules` configures it), the idle beside it."""
+    its row (one field a line), its jobs, its cost by job type and by final state, what of it did
+    not finish and what failed and was run again (its figures, service/attribution/run_figures.py),
+    the idle beside it."""
     data = result.to_json()
     run = data["rows"][0]["run"] if data["rows"] else result.query.run  # as the lake spells it
     if fmt == "csv":
@@ -131,15 +116,13 @@ def render_story(result, fmt: str, rules: Mapping = MappingProxyType({})) -> Non
         _jobs_table(data, run, total)
         _split_table(data, "job_type", "by job type", total)
         _split_table(data, "state", "by final state", total)
-        for currency, cost, part in _unfinished(data):
-            share = f" of {money_text(cost, of=currency)} ({part / cost * 100:.1f}%)" if cost else ""
-            # not the failed-reruns finding's figure: a requeued or preempted attempt may have
-            # saved a checkpoint, and a failure never re-run is no re-run
-            click.echo(one_line(f"{UNFINISHED_LINE}: {money_text(part, currency)}{share}"))
-            if currency == "USD":  # the rule counts USD attempts alone
-                states, rerun = _rerun_failures(result, rules)
-                share = f" of {money_text(cost, of=currency)} ({rerun / cost * 100:.1f}%)" if cost else ""
-                click.echo(one_line(f"{RERUN_LINE.format(states=states)}: {money_text(rerun, currency)}{share}"))
+        reruns = data["failed_reruns"]
+        for part in data["unfinished"]:
+            if not part["jobs"]:  # every attempt in this currency finished
+                continue
+            click.echo(one_line(f"{UNFINISHED_LINE}: {_part_text(part)}"))
+            if reruns and reruns["currency"] == part["currency"]:
+                click.echo(one_line(f"{RERUN_LINE.format(states=', '.join(reruns['states']))}: {_part_text(reruns)}"))
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
         cost, held = (money_text(idle[key], of=idle["currency"]) for key in ("cost", "held_cost"))

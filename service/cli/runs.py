@@ -114,7 +114,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     if result.story is None or fmt == "json":
         render(result, fmt)
     else:  # one run: its story (csv: its jobs, one line each)
-        render_story(result, fmt, obj.config.rules)
+        render_story(result, fmt)
     if result.story is not None:
         for note in result.story.notes:
             click.echo(one_line(f"note: {note}"), err=True)
