@@ -139,8 +139,8 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     assert "jobs of r1 (each attempt)" in table.stdout and "p5/7" not in table.stdout
     assert "REQUEUED (unfinished)" in table.stdout and "USD 160.00" in table.stdout
     assert f"{UNFINISHED_LINE}: USD 100.00 of 160.00 (62.5%)" in " ".join(table.stdout.split())
-    assert ("idle beside the run, not in its cost: USD 70.00 (29.2%) of the 240.00 its instances cost in the hours "
-            "it held them") in " ".join(table.stdout.split())
+    assert ("idle in the hours it held its instances, beside the run, not in its cost: USD 70.00 (29.2%) of the 240.00 "
+            "those instance-hours cost") in " ".join(table.stdout.split())
     csv_out = runner.invoke(cli, [*args, "csv"])
     lines = csv_out.stdout.splitlines()
     assert lines[0] == ("run,job,record,cluster,job_type,state,start,end,gpus,gpu_hours,nodes,instance_ids,cost,"
@@ -206,6 +206,23 @@ def test_the_storys_figures_and_relaunched_attempts_are_in_its_json_and_the_api_
     assert (left_out.to_json()["unfinished"], left_out.to_json()["failed_reruns"]) == ([], None)
 
 
+def test_the_storys_two_idle_figures_are_labelled_apart(tmp_path):
+    """break49b: `runs --run` showed the run's idle, $X (1.4%), beside its row's `idle share
+    (its instances, window)`, 11.3%, and a reader could not tell which was which. r1: its row's idle
+    share is of its instances over the whole window, (20 + 50 + 80) / 320 = 46.9%; the idle line's
+    is of the hours it held them, 70 / 240 = 29.2%: each says which it is, the line names the row's."""
+    _, _, path = lake_with_a_story(tmp_path)
+    table = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--format", "table"],
+                               env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    [row] = [line for line in table.stdout.splitlines() if "idle share" in line and "│" in line]
+    assert [cell.strip() for cell in row.split("│")[1:3]] == ["idle share, whole window (its instances)", "46.9%"]
+    said = " ".join(table.stdout.split())
+    assert ("idle in the hours it held its instances, beside the run, not in its cost: USD 70.00 (29.2%) of the 240.00 "
+            "those instance-hours cost (the cluster's idle); the row's 'idle share, whole window (its instances)', "
+            "46.9%, is of the same instances over the whole window, held by the run or not") in said
+
+
 def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path, monkeypatch):
     """BillingCurrency is the bill's text: an OSC escape in it is shown, a line feed cannot start a line."""
     with monkeypatch.context() as before:  # ingest refuses such a code now (core/currency.py); an older lake holds it
@@ -216,7 +233,8 @@ def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path,
     assert table.exit_code == 0, table.output
     currency = "US\\x1b]0;owned\\x07D\\nerror: forged"
     assert f"{UNFINISHED_LINE}: {currency} 100.00 of 160.00" in " ".join(table.stdout.split())
-    assert f"idle beside the run, not in its cost: {currency} 70.00" in table.stdout
+    assert f"idle in the hours it held its instances, beside the run, not in its cost: {currency} 70.00" in \
+        " ".join(table.stdout.split())
     assert "\x1b" not in table.stdout and not any(line.startswith("error") for line in table.stdout.splitlines())
 
 

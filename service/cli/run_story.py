@@ -14,11 +14,16 @@ from service.core.units import money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
                "instance_ids", "cost", "currency", "shared", "restart")
+# The row's idle share (of its instances over the whole window, held by the run or not), named so
+# apart from the idle line's, of the hours the run held them (break49b: 11.3% beside 1.4%)
+IDLE_SHARE = "idle share, whole window (its instances)"
+IDLE_LINE = ("idle in the hours it held its instances, beside the run, not in its cost: {cost}{share} of the {held} "
+             "those instance-hours cost (the cluster's idle){row}")
 # The run's row, one field a line: a row of 18 columns does not fit a terminal.
 SUMMARY = (("team", "team"), ("project", "project"), ("experiment", "experiment"), ("job_type", "job type"),
            ("cluster", "cluster"), ("user", "user"), ("jobs", "jobs (restarts)"), ("gpus", "GPUs (most held)"),
            ("gpu_hours", "GPU-hours"), ("cost", "cost"), ("cost_per_gpu_hour", "$/GPU-hour"),
-           ("idle_share", "idle share (its instances, window)"), ("state", "state (last job)"), ("start", "start"),
+           ("idle_share", IDLE_SHARE), ("state", "state (last job)"), ("start", "start"),
            ("end", "end"))
 NODES_SHOWN = 3
 
@@ -123,10 +128,12 @@ def render_story(result, fmt: str) -> None:
             click.echo(one_line(f"{UNFINISHED_LINE}: {_part_text(part)}"))
             if reruns and reruns["currency"] == part["currency"]:
                 click.echo(one_line(f"{RERUN_LINE.format(states=', '.join(reruns['states']))}: {_part_text(reruns)}"))
+    shares = {row["currency"]: row["idle_share"] for row in data["rows"] if row["idle_share"]}
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
-        cost, held = (money_text(idle[key], of=idle["currency"]) for key in ("cost", "held_cost"))
-        click.echo(one_line(f"idle beside the run, not in its cost: {idle['currency']} {cost}{share} "
-                            f"of the {held} its instances cost in the hours it held them (the "
-                            "cluster's idle; the idle share above is of those instances over the whole window)"))
+        held = money_text(idle["held_cost"], of=idle["currency"])
+        row = (f"; the row's {IDLE_SHARE!r}, {Decimal(shares[idle['currency']]) * 100:.1f}%, is of the same instances "
+               "over the whole window, held by the run or not") if idle["currency"] in shares else ""
+        click.echo(one_line(IDLE_LINE.format(cost=money_text(idle["cost"], idle["currency"]), share=share,
+                                             held=held, row=row)))
     click.echo(coverage_line(result))
