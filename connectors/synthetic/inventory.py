@@ -87,7 +87,8 @@ def _etag(size: int, *identity: object) -> str:
     return _hex("etag", *identity) + (f"-{parts}" if parts > 1 else "")
 
 
-def write_inventory(org: Organisation, out_dir: str | Path) -> InventoryFiles:
+def write_inventory(org: Organisation, out_dir: str | Path, *, running_comments: bool = False) -> InventoryFiles:
+    """`running_comments`: the Slurm jobs' comments while they run too (connectors.synthetic.sacct)."""
     out = Path(out_dir)
     for sub in ("tags", "s3", "logs", "gpu"):
         (out / sub).mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,7 @@ def write_inventory(org: Organisation, out_dir: str | Path) -> InventoryFiles:
                            out / "s3" / "lifecycle.json", out / "logs" / "describe-log-groups.json",
                            out / "gpu" / "dcgm-utilization.parquet", out / "slurm" if org.clusters else None)
     for cluster in org.clusters:
-        write_sacct(org, cluster, out / "slurm" / cluster.name)
+        write_sacct(org, cluster, out / "slurm" / cluster.name, running_comments=running_comments)
     start = datetime(org.start.year, org.start.month, org.start.day)
     _write_json(files.tags, {"ResourceTagMappingList": _tag_mappings(org)})
     pq.write_table(_s3_objects(org, start), files.s3_listing)

@@ -13,6 +13,10 @@ a later one, a job submitted late in the evening PENDING, each attempt of a requ
 record of its own (the slurm-jobs connector keeps one per record, the ended one).
 
     paths = write_sacct(org, cluster, out_dir)
+
+`running_comments=True` writes a running job's comment too (`spendlake demo`: its running runs are
+found by their name, `runs --run sft-chat-v5-28`, as the ended ones are; the default keeps the
+shape 22.05 gave tests/data/slurm/sacct-running.json, a running job without its comment).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ SUCCESS = {"status": "SUCCESS", "return_code": 0}
 FAILURE = {"status": "FAILED", "return_code": 1}
 
 
-def write_sacct(org: Organisation, cluster: Cluster, out_dir: str | Path) -> list[Path]:
+def write_sacct(org: Organisation, cluster: Cluster, out_dir: str | Path, *,
+                running_comments: bool = False) -> list[Path]:
     """One `sacct --json` file per day of the window under `out_dir` (replacing the files of
-    an earlier window); returns their paths."""
+    an earlier window); returns their paths. `running_comments`: module docstring."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("sacct-*.json"):  # another window's days must not linger
@@ -49,7 +54,8 @@ def write_sacct(org: Organisation, cluster: Cluster, out_dir: str | Path) -> lis
     for day in range(org.days):
         begin, end = day * DAY, (day + 1) * DAY
         listed = [job for job in jobs if job.submit < end and (job.end is None or job.end >= begin)]
-        document = {"meta": META, "errors": [], "jobs": [_record(job, cluster.name, epoch, end) for job in listed]}
+        document = {"meta": META, "errors": [], "jobs": [_record(job, cluster.name, epoch, end, running_comments)
+                                                         for job in listed]}
         path = out / f"sacct-{org.start + timedelta(days=day):%Y-%m-%d}.json"
         path.write_text(json.dumps(document).replace("/", "\\/"), encoding="utf-8")
         paths.append(path)
@@ -93,7 +99,7 @@ def _tres(kind: str, count: int | None, name: str | None = None) -> dict:
     return {"type": kind, "name": name, "id": ids[kind], "count": count}
 
 
-def _record(job: SlurmJob, cluster: str, epoch: int, moment: int) -> dict:
+def _record(job: SlurmJob, cluster: str, epoch: int, moment: int, running_comments: bool = False) -> dict:
     state, start, end = _as_of(job, moment)
     nodes = job.nodes if start is not None else ()
     gpus, cpus = job.gpus_per_node * len(job.nodes or (1,)), CPUS_PER_GPU * job.gpus_per_node * len(job.nodes or (1,))
@@ -104,9 +110,9 @@ def _record(job: SlurmJob, cluster: str, epoch: int, moment: int) -> dict:
     exit_code = FAILURE if state in ("FAILED", "OUT_OF_MEMORY") else SUCCESS
     return {
         "account": job.account,
-        # 22.05 stores the comment when the job ends: a running or pending job shows none
-        "comment": {"administrator": None, "job": job.comment if job.comment and state not in ("RUNNING", "PENDING")
-                    else None, "system": None},
+        # 22.05 stores the comment when the job ends: a running or pending job shows none (unless asked)
+        "comment": {"administrator": None, "job": job.comment if job.comment and (
+            running_comments and state == "RUNNING" or state not in ("RUNNING", "PENDING")) else None, "system": None},
         "allocation_nodes": len(nodes),
         "array": {"job_id": 0, "limits": {"max": {"running": {"tasks": 0}}}, "task": None, "task_id": None},
         "association": {"account": job.account, "cluster": cluster, "partition": None, "user": job.user},

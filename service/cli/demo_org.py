@@ -81,8 +81,9 @@ ATTRIBUTION = {
         "team": {"tags": ["team", "owner-team", "account"]},
         "project": {"tags": ["project", "wckey"]},
         "experiment": {"tags": ["experiment"]},
-        # a job's comment labels say its type once it ended; while it runs (Slurm keeps the
-        # comment until then) and for debug sessions (no labels) its partition and name do
+        # a job's comment labels say its type once it ended; while it runs (Slurm 22.05 stores
+        # the comment when a job ends: the demo writes it from the start, RUNNING_COMMENTS, for
+        # its run) and for debug sessions (no labels) its partition and name do
         "job_type": {"rules": [{"match": {"partition": "debug"}, "value": "debug"},
                                {"match": {"partition": "eval"}, "value": "eval"},
                                {"match": {"job_name": "^sft-"}, "value": "sft"},
@@ -95,6 +96,11 @@ ATTRIBUTION = {
     ],
 }
 
+
+# The demo's sacct files show a running job's comment (its run, experiment and job type labels), so
+# a run still running is found by its name (`runs --run sft-chat-v5-28`), its cost under its run, not
+# under its job id: Slurm 22.05's sacct stores the comment only when the job ends (connectors.synthetic.sacct).
+RUNNING_COMMENTS = True
 
 # `spendlake estimate --gpu H100` (or A100) prices a run at what the demo's bill charges a GPU-hour:
 # its p5.48xlarge (p4d.24xlarge) on-demand rate over the instance's 8 GPUs (12.29; 4.096575)
@@ -140,7 +146,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     add_slurm_cluster(org)
     add_capacity_reservation(org)
     generation = write_billing(org, demo_dir / "export", formats=("parquet",))
-    inventory = write_inventory(generation.organisation, demo_dir / "inventory")
+    inventory = write_inventory(generation.organisation, demo_dir / "inventory", running_comments=RUNNING_COMMENTS)
     config_path = demo_dir / DEMO_CONFIG.name
     document = {
         "lake": str(root / "lake"),
