@@ -74,7 +74,7 @@ def test_unit_tests_cover_each_alert_firing_and_not_firing():
     ("team=finops alertname=SpendlakeUnallocatedSpendHigh", "finops"),
     # the teams beyond service.top_n summed are no team's: the platform owner's, whatever the alert
     ("team=other folded=true alertname=SpendlakeIdleGPUWaste", "platform"),
-    ("team=other folded=true alertname=SpendlakeCommitmentUnused type=SavingsPlan", "platform"),
+    ("team=other folded=true alertname=SpendlakeCommitmentUnused severity=critical", "platform"),
     ("team=other alertname=SpendlakeIdleGPUWaste", "finops"),  # a team named other: routed as a team
 ])
 def test_alertmanager_routes_by_team(labels, receiver):
