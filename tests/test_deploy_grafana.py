@@ -45,6 +45,61 @@ def test_dashboard_and_provisioning_agree():
     assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
 
 
+def panels() -> dict[str, dict]:
+    return {panel["title"]: panel for panel in json.loads(DASHBOARD.read_text())["panels"]}
+
+
+def steps(thresholds: dict) -> list[tuple[str, float | None]]:
+    return [(step["color"], step["value"]) for step in thresholds["steps"]]
+
+
+def test_the_budget_panel_turns_amber_and_red_where_the_budget_alerts_fire():
+    """A forecast of 128.5 % showed green: the panel had one step. Amber and red at the ratios the
+    shipped budget alerts fire at (read from alerts.yml, not copied)."""
+    groups = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
+    exprs = {rule["alert"]: rule["expr"] for group in groups for rule in group["rules"]}
+    [warning] = re.findall(r"spendlake_budget_used_ratio\[1h\]\) >= ([0-9.]+)", exprs["SpendlakeBudgetWarning"])
+    [exceeded] = re.findall(r">= ([0-9.]+)", exprs["SpendlakeBudgetExceeded"])
+    [panel] = [p for title, p in panels().items() if title.startswith("Budgets: used")]
+    assert steps(panel["fieldConfig"]["defaults"]["thresholds"]) == [
+        ("green", None), ("orange", float(warning)), ("red", float(exceeded))]
+
+
+def test_the_commitment_panel_colours_follow_the_rule():
+    """The demo's Savings Plan, 95.0 % used and a critical commitment-unused finding, showed an
+    orange bar (green began at 95 %, orange at 80 %): red below the rule's min_unused_pct, and the
+    unused dollars orange from its min_monthly_usd, red from its critical_monthly_usd."""
+    from rules.commitment_unused import CommitmentUnusedConfig
+
+    rule = CommitmentUnusedConfig()
+    [panel] = [p for title, p in panels().items() if title.startswith("Commitments:")]
+    assert steps(panel["fieldConfig"]["defaults"]["thresholds"]) == [
+        ("red", None), ("green", float(1 - rule.min_unused_pct / 100))]
+    [unused] = [prop["value"] for override in panel["fieldConfig"]["overrides"] for prop in override["properties"]
+                if prop["id"] == "thresholds"]
+    assert steps(unused) == [("green", None), ("orange", float(rule.min_monthly_usd)),
+                             ("red", float(rule.critical_monthly_usd))]
+
+
+def test_no_panel_adds_one_off_waste_into_a_month_unsaid():
+    """A failed re-run's cost is paid once, not each month: a panel summing the waste family either
+    says so in its title (`finished costs once`) or shows failed-reruns in a query of its own."""
+    for title, panel in panels().items():
+        exprs = [target["expr"] for target in panel["targets"] if "spendlake_waste_monthly_usd" in target["expr"]]
+        if not exprs or "finished costs once" in title:
+            continue
+        assert all('rule!="failed-reruns"' in expr or 'rule="failed-reruns"' in expr for expr in exprs), title
+        assert any('rule="failed-reruns"' in expr for expr in exprs), title
+
+
+def test_a_time_series_of_a_windowed_family_says_where_its_window_ends():
+    """Each point of spendlake_spend_usd{window="24h"} is the 24 h before the data's end as that
+    scrape saw it, not the 24 h before the point: the description must say so."""
+    for title, panel in panels().items():
+        if panel["type"] == "timeseries" and any("window=" in target["expr"] for target in panel["targets"]):
+            assert "data's end" in panel["description"] and "data's end" in title, title
+
+
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("grafana")
