@@ -23,7 +23,9 @@ ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "Sp
 
 
 def run(*args: str, cwd: Path = DEPLOY) -> str:
-    done = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=60)
+    # promtool's unit tests evaluate every rule each minute of each case (two days and more for
+    # the verify alert): 15-30 CPU s, a minute's wall time on a shared 2-core host
+    done = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
