@@ -73,6 +73,11 @@ def test_the_focus_and_the_cur2_export_of_one_payer_as_two_sources_are_told_ever
     assert f"warning: {warning}" in check.stderr.replace("\n", " ")
     body = json.loads(Api(load_config(path), CollectorRegistry()).handle("/api/v1/status", {}, None).body)
     assert [(n["note_kind"], n["note"]) for n in body["lake_notes"]] == [("overlap", warning)]
+    # README: its `sources` are the rows of `status --sources --format json`, whose note rows are `lake_notes`
+    shown = json.loads(CliRunner().invoke(cli, ["--config", path, "status", "--sources", "--format", "json"]).stdout)
+    assert body["sources"] == [row for row in shown if row["note_kind"] is None]
+    assert [(n["source"], n["note_kind"], n["note"]) for n in body["lake_notes"]] == [
+        (row["source"], row["note_kind"], row["note"]) for row in shown if row["note_kind"] is not None]
 
 
 def test_the_azure_actual_and_amortized_exports_of_one_bill_are_no_overlap(tmp_path):

@@ -35,7 +35,7 @@ from service.ingest.freshness import source_freshness
 from service.core.lake_damage import unnamed_damage
 from service.serve.http import Response, error_response, json_response
 from service.serve.reports import PAGE_PARAMS, Reports, page_params
-from service.ingest.status import lake_notes, status as lake_status
+from service.ingest.status import lake_notes, status as lake_status, with_notes
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,8 @@ class Api:
         now = self.clock()
         return json_response(200, {
             "now": iso_utc(now),
-            "sources": [row.to_json() for row in source_freshness(self.config, self.lake, now)],
+            # the rows of `status --sources --format json` (its note rows are `lake_notes`)
+            "sources": with_notes([row.to_json() for row in source_freshness(self.config, self.lake, now)], (), ()),
             "jobs": self.lake.read_state("jobs"),
             "periods": lake_status(self.lake),
             "notes": stamped_ahead(self.lake.ledger(), now),  # `spendlake status`'s `ahead:` lines
