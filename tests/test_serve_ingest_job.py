@@ -10,9 +10,11 @@ from datetime import datetime, time, timedelta, timezone
 import pytest
 from prometheus_client import CollectorRegistry
 
+import service.core.snapshot_ledger as snapshot_ledger
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest import rollups
+from service.ingest.inventory import run_inventory
 from service.serve.metrics import JobMetrics
 from service.serve.scheduler import ServiceScheduler, Tasks
 from service.serve.service import default_tasks, run_ingest
@@ -161,3 +163,28 @@ def test_a_delivery_failing_is_one_line_of_the_service_naming_it(tmp_path, caplo
     # with -v, ingest's own `focus-main: delivery ... failed: ...` said it before the job's ERROR line
     said = failing_bill_said(tmp_path, caplog, BILL.replace("12.5,", "twelve,"))
     assert [(name, level) for name, level, _ in said] == [("service.serve.scheduler", "ERROR")], said
+
+
+def test_an_inventory_unchanged_since_its_last_snapshot_is_not_stored_again_nor_said(tmp_path, caplog):
+    """An hourly inventory of the same files stored every partition again (the demo's 746,322 GPU
+    rows) and the service said so at INFO each hour: the same bytes as the snapshot in place are
+    not written, its record keeps its time, and the line is detail (-v) until something is new."""
+    config = bill_and_jobs(tmp_path)
+    run_ingest(config)
+    lake = Lake.of(config)
+    [snapshot] = (lake.root / "jobs").glob("source=trace/snapshot_date=*/data.parquet")
+    written = (snapshot.stat().st_mtime_ns, snapshot_ledger.read_record(lake.root, snapshot))
+    with caplog.at_level(logging.INFO, logger="service"):
+        run_ingest(config)
+    said = [(r.name, r.getMessage()) for r in caplog.records if r.getMessage().startswith("inventory: trace")]
+    assert said == [("service.ingest", f"inventory: trace (jobs-file) jobs {snapshot.parent.name}: "
+                                       "1 rows unchanged, not stored again")]
+    assert (snapshot.stat().st_mtime_ns, snapshot_ledger.read_record(lake.root, snapshot)) == written
+    [outcome] = run_inventory(config)
+    assert (outcome.rows, outcome.unchanged) == ({}, {f"jobs {snapshot.parent.name}": 1})
+    (tmp_path / "jobs.csv").write_text(JOBS + "2,2026-11-20T00:00:00Z,2026-11-20T00:30:00Z,4\n")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="service"):
+        run_ingest(config)
+    said = [(r.name, r.getMessage()) for r in caplog.records if r.getMessage().startswith("inventory: trace")]
+    assert said == [("service.serve.service", f"inventory: trace (jobs-file) jobs {snapshot.parent.name}: 2 rows stored")]

@@ -59,6 +59,7 @@ class InventoryOutcome:
     data_through: datetime | None = None  # how far what was committed reaches (service.core.coverage)
     unlabelled_pods: int | None = None  # k8s-pods: the GPU pods committed when none carries a label, else 0
     skipped: dict[str, str] = field(default_factory=dict)  # a file or folder the snapshot did not read → why
+    unchanged: dict[str, int] = field(default_factory=dict)  # as `rows`: the same as stored before, not stored again
 
     @property
     def failed(self) -> bool:
@@ -69,17 +70,17 @@ class InventoryOutcome:
         lake), then its failure."""
         skipped = [f"{self.source} {path}: skipped, {why}" for path, why in sorted(self.skipped.items())]
         failed = [f"{self.source} ({self.kind}): FAILED: {self.error}"] if self.error else []
-        if not self.rows:
+        if not self.rows and not self.unchanged:
             return skipped + (failed or [f"{self.source} ({self.kind}): nothing to store"])
-        tables: dict[str, list[tuple[str, int]]] = {}
-        for part, n in self.rows.items():
-            table, partition = part.split(" ", 1)
-            tables.setdefault(table, []).append((partition, n))
         lines = []
-        for table, parts in tables.items():
-            total = sum(n for _, n in parts)
-            where = parts[0][0] if len(parts) == 1 else f"{len(parts)} partitions {parts[0][0]} .. {parts[-1][0]}"
-            lines.append(f"{self.source} ({self.kind}) {table} {where}: {total:,} rows stored")
+        for parts, said in ((self.rows, "rows stored"), (self.unchanged, "rows unchanged, not stored again")):
+            tables: dict[str, list[tuple[str, int]]] = {}
+            for part, n in parts.items():
+                table, partition = part.split(" ", 1)
+                tables.setdefault(table, []).append((partition, n))
+            for table, found in tables.items():
+                where = found[0][0] if len(found) == 1 else f"{len(found)} partitions {found[0][0]} .. {found[-1][0]}"
+                lines.append(f"{self.source} ({self.kind}) {table} {where}: {sum(n for _, n in found):,} {said}")
         return skipped + lines + failed
 
 
@@ -119,6 +120,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                     if table == "jobs":
                         relation, facts = _with_earlier(lake, con, relation, source.name, value, facts, now)
                     relation = relation.order(", ".join(_sort_key(table)))
+                    before = read_record(lake.root, lake.partition_file(table, [("source", source.name), (key, value)]))
                     try:
                         path = lake.commit_snapshot(con, relation, table=table, source=source.name,
                                                     key=key, value=value, facts=facts)
@@ -126,13 +128,15 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                     except duckdb.Error as exc:
                         raise duckdb_error(exc, f"could not write {table}", where=source.config_path,
                                            hint="check the source's data against the table's columns") from None
-                    outcome.rows[f"{table} {key}={value}"] = int(count)
+                    # the same bytes as the snapshot in place are not stored again (commit.unchanged)
+                    stored = outcome.rows if read_record(lake.root, path) != before else outcome.unchanged
+                    stored[f"{table} {key}={value}"] = int(count)
                     reaches = _data_through(table, relation, now)
                     if reaches and (outcome.data_through is None or reaches > outcome.data_through):
                         outcome.data_through = reaches
                     written.add(path)
             _set_aside_damaged(lake, source.name, written)
-            if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
+            if kind == "jobs-file" and any(part.startswith("jobs ") for part in [*outcome.rows, *outcome.unchanged]):
                 _warn_old_record_ids(lake, con, source.name)
             if any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_ended(lake, con, source.name, day, windowed=_window(source, "jobs", now) is not None)
