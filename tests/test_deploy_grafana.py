@@ -165,3 +165,24 @@ def test_every_metric_and_label_an_alert_rule_names_is_exposed(scraped, alert, e
             exposed.setdefault(name, set()).update(series["metric"])
     assert names <= set(exposed), f"{alert}: {sorted(names - set(exposed))} not exposed"
     assert labels <= set().union(*exposed.values()), f"{alert}: no metric it reads has {labels - set().union(*exposed.values())}"
+
+
+@pytest.mark.slow  # spendlake serve and Prometheus for real
+def test_the_commitment_alert_fires_as_the_rules_findings_say(scraped):
+    """break49b: the demo's Savings Plan, 95.0 % used, had a critical commitment-unused finding and
+    the shipped alert, reading a 90 % utilization threshold, stayed quiet. Evaluated by the real
+    Prometheus over the real service: one series per team with findings, at their highest
+    severity, its value their monthly waste."""
+    [expr] = [expr for alert, expr in rule_queries() if alert == "SpendlakeCommitmentUnused"]
+    found = query(scraped, 'spendlake_findings{rule="commitment-unused"} > 0')["result"]
+    assert found, "the demo has no commitment-unused finding"
+    order = ["info", "warning", "critical"]
+    expected: dict[tuple[str, str | None], str] = {}
+    for series in found:
+        key = (series["metric"]["team"], series["metric"].get("folded"))
+        expected[key] = max(expected.get(key, "info"), series["metric"]["severity"], key=order.index)
+    waste = {(s["metric"]["team"], s["metric"].get("folded")): float(s["value"][1]) for s in query(
+        scraped, 'sum by (team, folded) (spendlake_waste_monthly_usd{rule="commitment-unused"})')["result"]}
+    fired = {(s["metric"]["team"], s["metric"].get("folded")): (s["metric"]["severity"], float(s["value"][1]))
+             for s in query(scraped, expr)["result"]}
+    assert fired == {key: (severity, waste[key]) for key, severity in expected.items()}
