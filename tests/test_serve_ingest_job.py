@@ -3,6 +3,7 @@ attribution rollups once for both; a failing source said in one line, the job's 
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime, time, timedelta, timezone
@@ -182,6 +183,12 @@ def test_an_inventory_unchanged_since_its_last_snapshot_is_not_stored_again_nor_
     assert (snapshot.stat().st_mtime_ns, snapshot_ledger.read_record(lake.root, snapshot)) == written
     [outcome] = run_inventory(config)
     assert (outcome.rows, outcome.unchanged) == ({}, {f"jobs {snapshot.parent.name}": 1})
+    # a record stamped ahead of the clock (one that ran ahead wrote it) is written again, stamped now
+    record = snapshot_ledger.record_file(lake.root, snapshot)
+    record.write_text(json.dumps({**json.loads(record.read_text()), "written_at": "2099-01-01T00:00:00.000000Z"}))
+    [outcome] = run_inventory(config)
+    assert (outcome.rows, outcome.unchanged) == ({f"jobs {snapshot.parent.name}": 1}, {})
+    assert snapshot_ledger.read_record(lake.root, snapshot)["written_at"] < "2099"
     (tmp_path / "jobs.csv").write_text(JOBS + "2,2026-11-20T00:00:00Z,2026-11-20T00:30:00Z,4\n")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="service"):

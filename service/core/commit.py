@@ -311,7 +311,8 @@ def unchanged(lake: CommitTarget, staged: Path, target: Path, facts: dict | None
     record = read_record(lake.root, target)
     kept = {key: value for key, value in (record or {}).items() if key not in (*RECORD_FIELDS, "mtime_ns",
                                                                                "written_at", "previous")}
-    if not record or kept != (facts or {}) or not target.is_file():
+    # a record stamped ahead of this clock (a clock that ran ahead wrote it) is written again, stamped now
+    if not record or kept != (facts or {}) or not target.is_file() or str(record.get("written_at")) > utc_now_iso():
         return False
     digest = sha256_file(staged)
     if record.get("sha256") != digest or sha256_file(target) != digest:
