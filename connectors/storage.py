@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from connectors.aws_client import aws_error, make_client
+from connectors.aws_client import DENIED_CODES, aws_error, make_client
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
 from service.core.files import LEDGER_FILE, hidden_folder
@@ -74,6 +74,12 @@ class Storage:
         if code in ("NoSuchKey", "404", "NotFound"):
             return SourceError("object not found", where=f"s3://{self.bucket}/{key}",
                                hint="check the manifest and the export prefix")
+        if code in DENIED_CODES and action == "s3:GetObject" and self._gone(key):
+            if f"s3://{self.bucket}/{key}" in self.listed:
+                return SourceError("object not found (gone since the listing)", where=f"s3://{self.bucket}/{key}",
+                                   hint=CHANGED_HINT)
+            return SourceError("object not found", where=f"s3://{self.bucket}/{key}",
+                               hint="check the manifest and the export prefix")
         if code in ("PreconditionFailed", "412"):
             return SourceError("changed while it was read (its ETag is no longer the one listed)",
                                where=f"s3://{self.bucket}/{key}", hint=CHANGED_HINT)
@@ -81,6 +87,19 @@ class Storage:
             return SourceError("bucket not found", where=f"s3://{self.bucket}",
                                hint=f"check {self.config.config_path}.location")
         return aws_error(exc, action, f"s3://{self.bucket}/{key}", f"{self.config.config_path}")
+
+    def _gone(self, key: str) -> bool:
+        """Whether a listing of the key's own prefix shows it absent. AWS answers a GET or HEAD of a
+        missing key with 403, not 404, to a caller without s3:ListBucket on it (the shipped policy
+        grants ListBucket only under the export's prefix), so a 403 for a key may mean it was deleted
+        since it was listed; False when that listing is refused too (access denied stays denied)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1)
+        except (ClientError, BotoCoreError):
+            return False
+        return not any(item["Key"] == key for item in page.get("Contents", []))
 
     # ---- listing and reading ---------------------------------------------------------
 
@@ -208,7 +227,8 @@ class Storage:
         try:
             return self.client.head_object(Bucket=self.bucket, Key=key)["ETag"].strip('"')
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("404", "NoSuchKey", "NotFound") or (code in DENIED_CODES and self._gone(key)):
                 return None
             raise self._s3_error(exc, "s3:GetObject", key) from None
         except BotoCoreError as exc:
