@@ -298,6 +298,36 @@ def test_32_39_forget_removes_a_partition_folder_that_is_a_symlink_not_what_it_p
     assert "orphaned" not in spendlake(config, "status").output
 
 
+def test_a_forget_killed_between_a_tables_files_and_their_records_is_finished_by_the_next(lake, tmp_path, monkeypatch):
+    # killed there (break49: its 16th removal), the rollup's records stayed while the ledger and every folder
+    # of the source were gone: `forget trey --yes` said "the lake holds nothing of source 'trey'", status was silent
+    from service.core import lake_sources
+
+    config, lake = lake
+    write_config(tmp_path, name="trey-research")
+    assert spendlake(config, "ingest").exit_code == 0
+    records = lake.root / "_ledger" / "derived" / "attribution_rollup" / "source=trey"
+    assert list(records.rglob("*.json"))
+    original = lake_sources.forget_records
+
+    def killed_at_the_rollups_records(root, table, source):
+        if table == "attribution_rollup":
+            raise KeyboardInterrupt  # the process dies here
+        original(root, table, source)
+
+    monkeypatch.setattr(lake_sources, "forget_records", killed_at_the_rollups_records)
+    with pytest.raises(KeyboardInterrupt):
+        Lake(lake.root, sources={"trey-research"}).forget("trey")
+    monkeypatch.setattr(lake_sources, "forget_records", original)
+    assert not any(lake.root.glob("*/source=trey")) and list(records.rglob("*.json"))
+    status = spendlake(config, "status")
+    assert "orphaned: trey is not in the config but the lake holds it (attribution_rollup records)" in status.output
+    gone = spendlake(config, "forget", "trey", "--yes")
+    assert gone.exit_code == 0 and "forgot trey: 0 cost rows" in gone.output, gone.output
+    assert not records.exists() and "orphaned" not in spendlake(config, "status").output
+    assert attributed_total(config) == BILLED
+
+
 def test_44_an_orphan_another_config_on_the_lake_declares_is_named_with_that_config(lake, tmp_path):
     config, lake = lake
     other = team_b(tmp_path)

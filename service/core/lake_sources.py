@@ -8,9 +8,10 @@ import shutil
 from collections.abc import Collection, Iterable
 
 from service.core import failure_marks
+from service.core.derived_records import DERIVED_RECORDS
 from service.core.ledger import LedgerEntry
 from service.core.schema import INVENTORY_TABLES
-from service.core.snapshot_ledger import SnapshotLake
+from service.core.snapshot_ledger import RECORDS, SnapshotLake
 from service.core.snapshot_set_aside import forget_records
 
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
@@ -38,11 +39,18 @@ def remove_source(lake: SnapshotLake, source: str) -> None:
 
 
 def orphaned_sources(lake: SnapshotLake, declared: Collection[str], ledger: Iterable[LedgerEntry]) -> dict[str, list[str]]:
-    """Sources the lake holds that are not `declared` → the tables holding them."""
+    """Sources the lake holds that are not `declared` → the tables holding them; `<table> records`
+    for a table whose files are gone while their snapshot or derived records stay (a `forget`
+    killed between removing the files and their records: the next `forget` finishes it)."""
     found: dict[str, set[str]] = {e.source: {"costs"} for e in ledger if e.source not in declared}
     for table in SOURCE_TABLES:
         for source_dir in lake.table_dir(table).glob("source=*"):
             source = source_dir.name.split("=", 1)[1]
             if source not in declared:
                 found.setdefault(source, set()).add(table)
+        for records in (RECORDS, DERIVED_RECORDS):
+            for source_dir in (lake.root / records / table).glob("source=*"):
+                source = source_dir.name.split("=", 1)[1]
+                if source not in declared and table not in found.get(source, ()):
+                    found.setdefault(source, set()).add(f"{table} records")
     return {source: sorted(tables) for source, tables in sorted(found.items())}
