@@ -121,7 +121,7 @@ def with_a_cost_changed_outside_the_sample(data: bytes) -> bytes:
     wholly outside every byte `sampled_digest` reads: the same size."""
     import re
 
-    from connectors.storage import SAMPLE_BLOCK, SAMPLE_BLOCKS, SAMPLE_EDGE
+    from connectors.file_versions import SAMPLE_BLOCK, SAMPLE_BLOCKS, SAMPLE_EDGE
 
     inner = len(data) - 2 * SAMPLE_EDGE
     sampled = [(0, SAMPLE_EDGE), (len(data) - SAMPLE_EDGE, len(data))] + [

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset, cost_connector
-from connectors.storage import CHANGED_HINT, local_version
+from connectors.file_versions import local_version
+from connectors.storage import CHANGED_HINT
 from service.core import bill_overlap
 from service.core.claims import claim
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
-from connectors.storage import local_version, moved_alike, sampled_digest
+from connectors.file_versions import local_version, moved_alike, sampled_digest
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.files import files_named
@@ -312,7 +312,7 @@ def _same_bytes(record: dict, uri: str) -> bool:
     modification time): its sampled bytes equal, and, where the original is still at its path as it
     was read (`cp -a` to the new location, not `mv`), every byte. Where the original is gone, the
     sample is all there is to compare: a change keeping the size and the modification time to the
-    nanosecond and lying wholly outside the sampled bytes (connectors.storage.sampled_digest) is
+    nanosecond and lying wholly outside the sampled bytes (connectors.file_versions.sampled_digest) is
     taken for the file moved. An original changed since is no witness: the file is read again."""
     if not record.get("sample") or record["sample"] != sampled_digest(uri):
         return False
