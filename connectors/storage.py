@@ -51,6 +51,7 @@ class Storage:
                                   hint="write it as s3://bucket/prefix")
             self.bucket, self.prefix = bucket, prefix.strip("/")
             self._client = None
+            self.one_object = False  # the location names one object, not a folder (as a local file may)
         else:
             self.path = Path(config.location).expanduser().resolve()
         self.passed_over: dict[str, str] = {}  # path → why a listing did not give it, and what to do
@@ -113,10 +114,17 @@ class Storage:
     def _list_s3(self, under: str) -> Iterator[StoredObject]:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if self.one_object:
+            yield from self._list_one_object()
+            return
         prefix = "/".join(p for p in (self.prefix, under.strip("/")) if p)
         prefix = prefix + "/" if prefix else ""
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            for number, page in enumerate(pages):
+                if number == 0 and not page.get("Contents") and self.prefix and not under:
+                    yield from self._list_one_object()  # nothing below it: it may name one object
+                    return
                 for item in page.get("Contents", []):
                     key = item["Key"]
                     if key.endswith("/"):
@@ -129,6 +137,22 @@ class Storage:
                                        item["LastModified"].timestamp())
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:ListBucket", prefix) from None
+
+    def _list_one_object(self) -> Iterator[StoredObject]:
+        """The object the location names (`s3://b/focus/one.csv`), its key relative to its folder as a
+        local file's is; nothing when there is none. A listing of the key as prefix (what ListBucket
+        under the export's prefix allows) finds it: the key itself sorts first."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._s3_error(exc, "s3:ListBucket", self.prefix) from None
+        for item in page.get("Contents", []):
+            if item["Key"] == self.prefix:
+                self.one_object = True
+                yield StoredObject(f"s3://{self.bucket}/{self.prefix}", PurePosixPath(self.prefix).name,
+                                   int(item["Size"]), item["ETag"].strip('"'), item["LastModified"].timestamp())
 
     def _list_local(self, under: str) -> Iterator[StoredObject]:
         if not self.path.exists():
@@ -238,7 +262,8 @@ class Storage:
     def object(self, key: str) -> StoredObject:
         """An object by key relative to the location, e.g. a data file a manifest names."""
         if self.is_s3:
-            full = "/".join(p for p in (self.prefix, key) if p) if not key.startswith("s3://") else key[len(f"s3://{self.bucket}/"):]
+            base = str(PurePosixPath(self.prefix).parent).strip(".") if self.one_object else self.prefix
+            full = "/".join(p for p in (base, key) if p) if not key.startswith("s3://") else key[len(f"s3://{self.bucket}/"):]
             return StoredObject(f"s3://{self.bucket}/{full}", key, -1, "")
         base = self.path if self.path.is_dir() else self.path.parent
         path = (base / key).resolve()
