@@ -28,6 +28,7 @@ from service.core.units import amounts_text
 from service.findings.plan_values import unpaired
 from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
+from service.report.plan_failures import failures_note, plan_failures
 from service.report.model import Chart, Column, Section, Table
 
 CENT = Decimal("0.01")
@@ -43,6 +44,12 @@ COLUMNS = (
     Column("planned_total_high", "plan total high", "money", in_html=False),
     # the scope's USD spend after the planned end (None before it), not in the actual: the note says it on the page
     Column("after_end", "after planned end", "money", in_html=False),
+    # what its estimate allowed for failures, and what failed attempts run again spent in its window (None
+    # without job records): service/report/plan_failures.py; the note says it where the actual share is above
+    Column("planned_failure_overhead", "failure overhead planned", in_html=False),
+    Column("planned_failure_pct", "failures planned", "percent", in_html=False),
+    Column("failed_actual", "failed and run again", "money", in_html=False),
+    Column("failed_pct", "failed and run again share", "percent", in_html=False),
 )  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
@@ -209,6 +216,8 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
         status = _status(plan, until, (data[0], ends), actual, found)
+        failures = plan_failures(config, lake, plan, in_window, actual)
+        notes += [note] if (note := failures_note(plan, failures)) else []
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
@@ -226,7 +235,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             # in cents, stored at DECIMAL(38,12): the run's range, which the plan to date shows only once the
             # faster run has ended (both spend the GPUs' price an hour whatever the MFU)
             "planned_total_low": plan.total_cost.low.quantize(CENT),
-            "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after,
+            "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after, **failures.row(),
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends))

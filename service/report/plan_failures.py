@@ -1,0 +1,115 @@
+"""A plan's failures, planned against spent: what its estimate allowed for failures and restarts
+(`estimate --failure-overhead`) beside what the runs of its project (and experiment) spent in its
+window on failed attempts that were run again, as the failed-reruns rule (as `rules:` configures
+it) counts them and `spendlake runs --run X` says them ("failed and run again"). The plans section
+(service/report/sections/plans.py) adds them to each plan's row:
+
+- planned_failure_overhead: the estimate's input as typed (`0.1`, `10%-20%`): extra compute over
+  the training compute;
+- planned_failure_pct: that overhead as a percent of the plan's total, the pessimistic scenario's
+  (failure ÷ (1 + every overhead) of its compute, over its compute and storage): the most the plan
+  allows for failures;
+- failed_actual, failed_pct: the USD of the counted attempts in the plan's window (its actual's,
+  to its planned end or the data's end), and its percent of the actual.
+
+Only where the lake has job records: without `attribution.clusters`, or with no run of the
+plan's project (and experiment) in its window, the actual figures are None and nothing is said.
+A run whose jobs' cost carries several projects (or experiments) is no plan's: its attempts
+are not told apart by project.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from rules.failed_reruns import FailedReruns, FailedRerunsConfig
+from service.attribution import run_costs_lookup
+from service.core.config import Config
+from service.core.errors import UsageError
+from service.core.folding import folded
+from service.core.lake import Lake
+from service.core.timewindow import Window
+from service.core.units import share_of
+from service.planning.estimate import PlanInputs, plan_inputs
+from service.planning.plans import Plan
+
+TENTH = Decimal("0.1")
+COST_COLUMN = "BilledCost"  # the actual's (attribute's default cost, billed)
+
+
+@dataclass(frozen=True)
+class PlanFailures:
+    planned_overhead: str | None  # the estimate's failure overhead as typed; None: a plan without inputs
+    planned_share: Decimal | None  # of the plan's total, the pessimistic scenario's (exact)
+    actual: Decimal | None  # USD of the failed attempts run again; None: no job records of the plan's
+    share: Decimal | None  # of the plan's actual (exact)
+    runs: tuple[str, ...] = ()  # the runs with counted attempts, the costliest first
+
+    def row(self) -> dict:
+        """The plans row's keys (percents to a tenth)."""
+        return {"planned_failure_overhead": self.planned_overhead,
+                "planned_failure_pct": _pct(self.planned_share), "failed_actual": self.actual,
+                "failed_pct": _pct(self.share)}
+
+    def exceeded(self) -> bool:
+        return self.share is not None and self.planned_share is not None and self.share > self.planned_share
+
+
+def plan_failures(config: Config, lake: Lake, plan: Plan, until, actual: Decimal) -> PlanFailures:
+    """`plan`'s failures (module docstring) in its window to `until` (the actual's end), `actual`
+    its USD actual there."""
+    inputs = _inputs(plan.inputs)
+    planned = None if inputs is None else _planned_share(plan, inputs)
+    typed = None if inputs is None else plan.inputs.get("failure_overhead", "0")
+    lookup = run_costs_lookup(lake, config)
+    if lookup is None or until <= plan.start:
+        return PlanFailures(typed, planned, None, None)
+    runs = [run for run in lookup(Window(plan.start, until), COST_COLUMN) if _ours(plan, run.owner)]
+    if not runs:
+        return PlanFailures(typed, planned, None, None)
+    rule = FailedReruns(FailedRerunsConfig.model_validate(config.rules.get(FailedReruns.name) or {}))
+    spent = {run.run: sum((a.cost for a in rule.rerun_failures(run.attempts)), Decimal(0)) for run in runs}
+    total = sum(spent.values(), Decimal(0))
+    return PlanFailures(typed, planned, total, share_of(total, actual, Decimal("1e-12")),
+                        tuple(run for run, cost in sorted(spent.items(), key=lambda item: -item[1]) if cost))
+
+
+def failures_note(plan: Plan, failures: PlanFailures) -> str | None:
+    """The sentence for a plan whose failed re-runs took a larger share of its actual than its
+    estimate allowed for failures, else None."""
+    if not failures.exceeded():
+        return None
+    return (f"plan {plan.name}: failed attempts run again (the failed-reruns rule's count) cost USD "
+            f"{failures.actual:,.2f} in its window, {_pct(failures.share)}% of its actual, above the "
+            f"{_pct(failures.planned_share)}% of its total its estimate allowed for failures "
+            f"(--failure-overhead {failures.planned_overhead}): `spendlake runs --run {shlex.quote(failures.runs[0])}`"
+            f"{f' (and {len(failures.runs) - 1} more runs)' if len(failures.runs) > 1 else ''} tells which attempts.")
+
+
+def _inputs(stored: Mapping | None) -> PlanInputs | None:
+    """The estimate's inputs as registered (a plan written before they were kept, or hand-edited: None)."""
+    try:
+        return plan_inputs(dict(stored)) if stored else None
+    except UsageError:  # a hand edit the plans file's check let through: nothing the plan allowed can be told
+        return None
+
+
+def _planned_share(plan: Plan, inputs: PlanInputs) -> Decimal | None:
+    """Failure ÷ (1 + every overhead) of the pessimistic compute, over its total."""
+    overhead = inputs.debug_overhead.high + inputs.eval_overhead.high + inputs.failure_overhead.high
+    total = plan.total_cost.high
+    if not total:
+        return None
+    return inputs.failure_overhead.high / (1 + overhead) * plan.compute_cost.high / total
+
+
+def _ours(plan: Plan, owner) -> bool:
+    return folded(owner.project) == folded(plan.project) and (
+        plan.experiment is None or folded(owner.experiment) == folded(plan.experiment))
+
+
+def _pct(share: Decimal | None) -> Decimal | None:
+    return None if share is None else (share * 100).quantize(TENTH)

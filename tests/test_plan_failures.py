@@ -1,0 +1,94 @@
+"""Plans vs actual: what a plan's estimate allowed for failures (`--failure-overhead`) beside what
+failed attempts run again spent in its window (service/report/plan_failures.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.planning.estimate import estimate, plan_inputs
+from service.planning.plans import plan_from_estimate, register_plan
+from service.report.sections.plans import plans_as_of
+from tests.test_failed_reruns import hand_lake
+from tests.test_runs import whole_config
+
+D = Decimal
+DAY = date(2026, 11, 2)
+# 7B params on 20B tokens at 8 H100s: a run of days from the 2nd's midnight, over the hand lake's jobs (10:00-12:00)
+RUN = {"params": "7B", "tokens": "20B", "gpu": "H100", "gpus": 8, "mfu": "0.4", "price_per_gpu_hour": "10",
+       "storage_price_per_gb_month": "0"}
+
+
+def registered(lake, cfg, failure_overhead: str, **more):
+    inputs = plan_inputs({**RUN, "failure_overhead": failure_overhead, **more})
+    plan = plan_from_estimate(estimate(inputs, cfg), name="llm-r1", project="llm", experiment="e1",
+                              start=DAY.isoformat())
+    register_plan(lake, plan)
+    return plan
+
+
+def test_a_plans_failed_reruns_are_set_beside_its_planned_failure_overhead_and_said_when_above(tmp_path):
+    """The hand lake's run r1 (project llm, experiment e1) failed twice and ran again: $31.33 of its
+    $111.33 (the failed-reruns rule's count, what `runs --run r1` says), 28.1%. A plan allowing 10%
+    failures (of the training compute: 0.1 / 1.1 of its compute, 9.1% of its total, no storage kept)
+    is told it; one allowing 50% (33.3%) is not."""
+    lake, cfg = hand_lake(tmp_path)
+    plan = registered(lake, cfg, "0.1", retention_days=0)
+    found = plans_as_of(cfg, lake, DAY)
+    [row] = found.rows
+    assert (row["actual_to_date"].quantize(D("0.01")), row["planned_failure_overhead"], row["planned_failure_pct"],
+            row["failed_actual"].quantize(D("0.01")), row["failed_pct"]) == (
+        D("111.33"), "0.1", D("9.1"), D("31.33"), D("28.1"))
+    assert plan.storage_cost.high == 0  # the 9.1% is of its compute alone
+    assert ("plan llm-r1: failed attempts run again (the failed-reruns rule's count) cost USD 31.33 in its window, "
+            "28.1% of its actual, above the 9.1% of its total its estimate allowed for failures (--failure-overhead "
+            "0.1): `spendlake runs --run r1` tells which attempts.") in found.notes
+
+    registered(lake, cfg, "50%", retention_days=0)  # the same name: replaces it
+    [row] = (found := plans_as_of(cfg, lake, DAY)).rows
+    assert (row["planned_failure_overhead"], row["planned_failure_pct"], row["failed_pct"]) == ("0.5", D("33.3"),
+                                                                                                D("28.1"))
+    assert not [note for note in found.notes if "failed attempts run again" in note]
+
+
+def test_the_plans_json_and_the_api_carry_the_figures_and_a_lake_without_job_records_says_nothing(tmp_path):
+    lake, cfg = hand_lake(tmp_path)
+    registered(lake, cfg, "0.1", retention_days=0)
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps(whole_config(tmp_path, lake)))
+    out = CliRunner().invoke(cli, ["--config", str(config), "plans", "--as-of", DAY.isoformat(), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    [row] = json.loads(out.stdout)
+    assert (row["planned_failure_pct"], D(row["failed_actual"]).quantize(D("0.01")), row["failed_pct"]) == (
+        "9.1", D("31.33"), "28.1")
+    assert "failed attempts run again" in out.stderr
+
+    # the same lake read without `attribution.clusters`: no runs, no job records to count
+    bare = parse_config({**whole_config(tmp_path, lake), "attribution": {}})
+    found = plans_as_of(bare, lake, DAY)
+    [row] = found.rows
+    assert (row["planned_failure_pct"], row["failed_actual"], row["failed_pct"]) == (D("9.1"), None, None)
+    assert not [note for note in found.notes if "failed attempts run again" in note]
+
+
+def test_the_demos_plan_allowed_10_percent_for_failures_and_its_run_spent_what_its_story_says(demo_run, monkeypatch):
+    """break49b: the demo's plan allows 10% for failures (`--failure-overhead 0.1`) while `runs --run llama-405b-r1`
+    says half its cost went to failed attempts run again; plan vs actual never said it. Its row carries the
+    story's figure, to the cent, beside the plan's, and its note says the run spent above it."""
+    monkeypatch.setenv("COLUMNS", "400")  # the story's lines one each
+    config = str(demo_run.config_path)
+    shown = CliRunner().invoke(cli, ["--config", config, "plans", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.stdout)
+    story = CliRunner().invoke(cli, ["--config", config, "runs", "--run", "llama-405b-r1", "--format", "table"])
+    [said] = [line for line in story.stdout.splitlines() if line.startswith("failed and run again")]
+    failed = D(row["failed_actual"]).quantize(D("0.01"))
+    assert f": USD {failed:,} of {D(row['actual_to_date']).quantize(D('0.01')):,} ({row['failed_pct']}%)" in said
+    assert (row["planned_failure_overhead"], row["planned_failure_pct"], failed, row["failed_pct"]) == (
+        "0.1", "9.1", D("476810.32"), "47.6")
+    assert f"cost USD {failed:,} in its window, {row['failed_pct']}% of its actual, above the 9.1%" in shown.stderr
