@@ -55,6 +55,12 @@ def test_a_plans_failed_reruns_are_set_beside_its_planned_failure_overhead_and_s
                                                                                                 D("28.1"))
     assert not [note for note in found.notes if "failed attempts run again" in note]
 
+    registered(lake, cfg, "0", retention_days=0)  # no failure overhead: nothing allowed, not "above 0.0%"
+    [row] = (found := plans_as_of(cfg, lake, DAY)).rows
+    assert (row["planned_failure_pct"], row["failed_pct"]) == (D("0.0"), D("28.1"))
+    assert ("28.1% of its actual, where its estimate allowed nothing for failures (no --failure-overhead): "
+            "`spendlake runs --run r1` tells which attempts.") in " ".join(found.notes)
+
 
 def test_the_plans_json_and_the_api_carry_the_figures_and_a_lake_without_job_records_says_nothing(tmp_path):
     lake, cfg = hand_lake(tmp_path)

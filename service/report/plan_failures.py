@@ -82,10 +82,12 @@ def failures_note(plan: Plan, failures: PlanFailures) -> str | None:
     estimate allowed for failures, else None."""
     if not failures.exceeded():
         return None
+    allowed = (f"above the {_pct(failures.planned_share)}% of its total its estimate allowed for failures "
+               f"(--failure-overhead {failures.planned_overhead})" if failures.planned_share else
+               "where its estimate allowed nothing for failures (no --failure-overhead)")
     return (f"plan {plan.name}: failed attempts run again (the failed-reruns rule's count) cost USD "
-            f"{failures.actual:,.2f} in its window, {_pct(failures.share)}% of its actual, above the "
-            f"{_pct(failures.planned_share)}% of its total its estimate allowed for failures "
-            f"(--failure-overhead {failures.planned_overhead}): `spendlake runs --run {shlex.quote(failures.runs[0])}`"
+            f"{failures.actual:,.2f} in its window, {_pct(failures.share)}% of its actual, {allowed}: "
+            f"`spendlake runs --run {shlex.quote(failures.runs[0])}`"
             f"{f' (and {len(failures.runs) - 1} more runs)' if len(failures.runs) > 1 else ''} tells which attempts.")
 
 
