@@ -8,12 +8,14 @@ from datetime import date
 from decimal import Decimal
 
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.planning.estimate import estimate, plan_inputs
 from service.planning.plans import plan_from_estimate, register_plan
 from service.report.sections.plans import plans_as_of
+from service.serve.app import Api
 from tests.test_failed_reruns import hand_lake
 from tests.test_runs import whole_config
 
@@ -73,6 +75,9 @@ def test_the_plans_json_and_the_api_carry_the_figures_and_a_lake_without_job_rec
     assert (row["planned_failure_pct"], D(row["failed_actual"]).quantize(D("0.01")), row["failed_pct"]) == (
         "9.1", D("31.33"), "28.1")
     assert "failed attempts run again" in out.stderr
+    body = json.loads(Api(cfg, CollectorRegistry()).handle("/api/v1/plans", {"as_of": [DAY.isoformat()]}, None).body)
+    assert body["rows"] == json.loads(out.stdout)
+    assert [note for note in body["notes"] if "failed attempts run again" in note]
 
     # the same lake read without `attribution.clusters`: no runs, no job records to count
     bare = parse_config({**whole_config(tmp_path, lake), "attribution": {}})
