@@ -195,8 +195,21 @@ def parse_state(value: Any, states: Mapping[str, str] | None = None, config: str
     if found is None:
         # no state filled in for it: a hint copied as it stands must not mark pending jobs completed
         raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))}); map a trace's own "
-                       f"states with {config}: {{{text.split()[0]}: <the one of those it means>}}")
+                       f"states with {config}: {{{yaml_key(text)}: <the one of those it means>}}")
     return found
+
+
+def yaml_key(text: str) -> str:
+    """`text` as a key of a YAML flow mapping that reads back as `text`, the whole value `states`
+    looks up (`Not Started`, not its first word): as it is where YAML reads it so, else
+    double-quoted (`"No"`, a YAML 1.1 boolean; `"Killed: OOM"`)."""
+    import yaml  # an error's hint only
+
+    try:
+        plain = yaml.safe_load(f"{{{text}: x}}") == {text: "x"}
+    except yaml.YAMLError:
+        plain = False
+    return text if plain else json.dumps(text, ensure_ascii=False)
 
 
 def parse_nodes(value: Any) -> list[str] | None:

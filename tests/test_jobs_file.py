@@ -564,6 +564,22 @@ def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config
     assert "inventory[0].states.Waiting: '<the one of those it means>' is not a job state" in refused.output
 
 
+@pytest.mark.parametrize("state, key", [("Not Started", "Not Started"), ("No", '"No"'), ("Killed: OOM", '"Killed: OOM"')])
+def test_a_multi_word_states_hint_names_the_whole_value_as_yaml_reads_it_back(tmp_path, state, key):
+    """`states` looks a cell up whole (stripped, any case): the hint named a multi-word state by
+    its first word (`{Not: …}`), which, filled in and copied, mapped nothing and the source failed
+    again; a value YAML would read as another (No: false) or not at all (a `: `) is quoted."""
+    (tmp_path / "philly.csv").write_text(PHILLY_CSV.replace("application_2,Failed", f"application_2,{state}"))
+    result = cli_inventory(tmp_path, tmp_path / "philly.csv", **PHILLY)
+    assert result.exit_code == 3, result.output
+    said = " ".join(result.output.split())
+    assert f"states: {{{key}: <the one of those it means>}}" in said, result.output
+    copied = yaml.safe_load(re.search(r"states: (\{.*?\})", said)[1].replace("<the one of those it means>", "PENDING"))
+    assert copied == {state: "PENDING"}
+    assert run(tmp_path, tmp_path / "philly.csv", **{**PHILLY, "states": {**PHILLY["states"], **copied}}).error is None
+    assert jobs(tmp_path, "job_id, state")[1] == ("application_2", "PENDING")
+
+
 @pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
 def test_a_trace_job_that_never_started_is_left_out_and_said(tmp_path, monkeypatch, caplog, reader):
     """Public traces list jobs killed or failed while queued, without a start: each failed the
