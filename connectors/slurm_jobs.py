@@ -149,6 +149,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
         table = said_read(con, url, stored_attempts(con, attempts))
+        said_ahead(con, url, f"SELECT * FROM {table}", now)  # epoch times: a clock, not a zone
         said_unshared_gpus(con, url, f"SELECT * FROM {table}", f"{self.config_path}.shared_gpus")
         return table
 

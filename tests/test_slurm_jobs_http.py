@@ -209,6 +209,28 @@ def test_slurms_warnings_are_said_and_its_jobs_read(tmp_path, slurmrestd, monkey
             "responding") in caplog.text
 
 
+def test_jobs_starting_after_the_snapshot_are_said_of_slurmrestd_as_a_clock_not_a_zone(tmp_path, slurmrestd,
+                                                                                       monkeypatch, caplog):
+    """slurmrestd's times are seconds since 1970 (no zone to set): a job starting after the
+    snapshot is a clock ahead (slurmctld's) or behind (this one), said as files' are (jobs48
+    said it of files alone); read all the same. The answer's jobs start 2026-12-02 01:19:49-54."""
+    url, _ = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    outcome = run(tmp_path, url, now=datetime(2026, 12, 2, 1, tzinfo=timezone.utc), token_env="SLURM_JWT",
+                  api_version="v0.0.38")
+    assert outcome.error is None and jobs(tmp_path)
+    [said] = [r.getMessage() for r in caplog.records if "start after this snapshot" in r.getMessage()]
+    assert said.startswith(f"{url}/slurmdb/v0.0.38/jobs: 10 job(s) start after this snapshot was taken "
+                           "(2026-12-02T01:00:00 UTC), which no job can; the first, job ")
+    assert said.endswith("its times are seconds since 1970, the same in every zone: the clock that wrote them runs "
+                         "ahead of this machine's, or this machine's runs behind (compare both with NTP)")
+    assert "timezone" not in said
+    caplog.clear()  # within the clock skew: nothing said
+    assert run(tmp_path / "at", url, now=datetime(2026, 12, 2, 1, 16, tzinfo=timezone.utc), token_env="SLURM_JWT",
+               api_version="v0.0.38").error is None
+    assert "start after this snapshot" not in caplog.text
+
+
 def test_a_sacct_json_file_with_warnings_is_read_and_they_are_said(tmp_path, caplog):
     body = json.loads(ANSWER) | {"warnings": [{"description": "Cluster spendlake is not responding",
                                                "error": "Unspecified error"}]}
