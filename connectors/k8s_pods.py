@@ -139,11 +139,14 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
 
         # when kube-state-metrics last reported any pod: a pod listed before that and not since was deleted
         cluster_by = f" by ({c.cluster_label})" if c.cluster_label else ""
-        table.add_reported(ask(f"max{cluster_by} (timestamp(kube_pod_info))"))
+        reported = ask(f"max{cluster_by} (timestamp(kube_pod_info))")
+        table.add_reported(reported)
         if not table.reported:
             raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {minute_text(start)} to "
                               f"{minute_text(end)} UTC", where=c.prometheus_url,
                               hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
+        if c.cluster_label and not any(series["metric"].get(c.cluster_label) for series in reported):
+            self._warn_unlabelled(reported, start, end)
         if any(series["metric"].get("exported_pod") for series in ask('group by (exported_pod) '
                                                                       '(kube_pod_info{exported_pod!=""})')):
             raise SourceError("kube-state-metrics series carry exported_pod and exported_namespace: Prometheus scraped "
@@ -209,6 +212,21 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                         "read; the namespaces seen: %s; check %s.namespaces for a typo", self.config.name,
                         self.config_path, ", ".join(unseen), minute_text(start), minute_text(end),
                         ", ".join(sorted(seen - {""})[:20]) or "none", self.config_path)
+
+    def _warn_unlabelled(self, reported: list[Series], start: datetime, end: datetime) -> None:
+        """`cluster_label` on no kube_pod_info series of the window (a typo, a label the scrape
+        does not add): every pod falls back to `cluster` without a word, several clusters' pods
+        then one cluster's. One line naming the key and the labels a series carries (kube_pod_info
+        as of kube-state-metrics' last scrape: one series)."""
+        c = self.config
+        last = datetime.fromtimestamp(max(value for series in reported for _, value in series["values"]), timezone.utc)
+        carried = {label for series in self._query("topk(1, kube_pod_info)", last, last, c.step_seconds)
+                   for label in series["metric"] if label != "__name__"}
+        fallback = f"cluster {c.cluster} ({self.config_path}.cluster)" if c.cluster else "no cluster"
+        log.warning("%s (%s): cluster_label %s is on no kube_pod_info series from %s to %s UTC, so every pod is read "
+                    "as of %s; the labels its series carry: %s; check %s.cluster_label", c.name, self.config_path,
+                    c.cluster_label, minute_text(start), minute_text(end), fallback,
+                    ", ".join(sorted(carried)[:40]) or "none", self.config_path)
 
     def _warn_unread(self, unread: list[Series]) -> None:
         """Pods asking for an accelerator's resource spendlake does not read (a GPU shared under a

@@ -304,6 +304,31 @@ def test_a_configured_namespace_no_pod_is_in_is_warned_naming_the_key(tmp_path, 
     assert said.endswith("the namespaces seen: debug, eval, train, web; check inventory[0].namespaces for a typo")
 
 
+@pytest.mark.binary
+def test_a_cluster_label_no_series_carries_is_warned_naming_the_key_and_the_labels_carried(tmp_path, prometheus, caplog):
+    """A cluster_label no kube_pod_info series carries (here k8s_cluster: the series carry no
+    cluster label at all) put every pod in `cluster` without a word; the pods are read as before."""
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, cluster_label="k8s_cluster")
+    assert outcome.error is None and list(outcome.rows.values()) == [7]
+    assert {cluster for (cluster,) in jobs(tmp_path, "DISTINCT cluster")} == {"eks-p5"}
+    [said] = [r.getMessage() for r in caplog.records if "cluster_label" in r.getMessage()]
+    assert said.startswith("k8s (inventory[0]): cluster_label k8s_cluster is on no kube_pod_info series from ")
+    assert said.endswith("UTC, so every pod is read as of cluster eks-p5 (inventory[0].cluster); the labels its series "
+                         "carry: created_by_kind, created_by_name, host_ip, namespace, node, pod, priority_class, uid; "
+                         "check inventory[0].cluster_label")
+
+
+@pytest.mark.binary
+def test_a_cluster_label_some_series_carry_is_not_warned(tmp_path, caplog):
+    """Series of one cluster carrying the label, another's not (relabelled in one scrape config
+    only): those without it are `cluster`'s, as configured, and nothing is said."""
+    text = openmetrics(PODS[:1]).replace('kube_pod_info{namespace=', 'kube_pod_info{k8s_cluster="east",namespace=')
+    with backfilled_prometheus(tmp_path, text) as url:
+        outcome = snapshot(tmp_path, prometheus_url=url, lookback_hours=8, cluster_label="k8s_cluster", dcgm_metrics=[])
+    assert outcome.error is None
+    assert not [r for r in caplog.records if "cluster_label" in r.getMessage()]
+
+
 def inventory_cli(tmp_path: Path, url: str):
     (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
         {"name": "k8s", "kind": "k8s-pods", "prometheus_url": url, "max_attempts": 1, "timeout_seconds": 5}]}))
