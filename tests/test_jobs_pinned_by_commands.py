@@ -51,6 +51,36 @@ def test_a_runs_own_span_is_that_of_the_jobs_its_command_holds(tmp_path, monkeyp
     assert [(r.run, r.cost, r.gpu_hours) for r in result.rows] == [("r1", D(40), D(4))]
 
 
+def test_a_running_runs_own_span_ends_at_the_bills_end_its_command_read(tmp_path, monkeypatch):
+    """A running run's span runs to the bill's end: that of the snapshot its costs are read in,
+    not the ledger's when the span is read. An ingest commits a later hour each time the span is
+    read (as on a lake read past READ_PATIENCE): the second read's answer stands, its data through
+    12:00 and its window to 12:00 (it was to 13:00, the hour of the delivery after the costs read)."""
+    from service.core import snapshot as snapshot_module
+    from tests.attribution_helpers import relation
+
+    running = [job("1", 8, "2026-11-02T10:00:00", None, state="RUNNING", instance_ids=["i-a"], run_id="r1")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], running)
+    monkeypatch.setattr(snapshot_module, "READ_PATIENCE", 0.0)
+    span, deliveries = run_rows.run_span, []
+
+    def a_later_hour_each_read(*args):
+        deliveries.append(f"d{len(deliveries) + 2}")
+        con = lake.connect()
+        lake.commit_costs(con, relation(con, [gpu_line("i-a", start=f"2026-11-02T{10 + n}:00:00")
+                                              for n in range(len(deliveries) + 1)]),
+                          source="cur", delivery_id=deliveries[-1], periods=None)
+        con.close()
+        return span(*args)
+
+    monkeypatch.setattr(run_rows, "run_span", a_later_hour_each_read)
+    result = runs(lake, cfg, RunsQuery.parse(since=None, run="r1"))
+    noon = datetime(2026, 11, 2, 12, tzinfo=timezone.utc)
+    assert deliveries == ["d2", "d3"] and result.data_through == noon
+    assert result.window == Window(HOUR_OF_R1.since, noon)
+    assert [(r.run, r.cost, r.gpu_hours) for r in result.rows] == [("r1", D(160), D(16))]
+
+
 def test_the_runs_of_a_lake_without_a_bill_are_those_of_the_jobs_its_command_holds(tmp_path, monkeypatch):
     lake = Lake(tmp_path / "lake")
     add_jobs(lake, A)

@@ -66,7 +66,7 @@ from service.attribution.run_story import run_story
 from service.attribution.run_sums import run_sums
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
-from service.core.coverage import billing_periods, data_end
+from service.core.coverage import billing_periods, data_end, snapshot_data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -90,15 +90,16 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snap
     would show part of the run's cost): its job records' first start to their last end, or to the
     data's end while one runs (to now when it began after the data's end). A run no job record names (EKS pods) gets every month the bill holds.
     With neither, a UsageError names the window's start as `naming` spells it. `snapshot`: the
-    job records it holds (Snapshot.tables), not those listed now."""
+    job records it holds (Snapshot.tables) and the bill's end and months its ledger held, not those there now."""
     con = lake.query(snapshot, tables=READ_TABLES)
     try:
         first, last, running = run_span(lake, con, run)
     finally:
         con.close()
-    end = data_end(lake)
+    end = data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot)
     if first is None:
-        periods = billing_periods(lake)
+        periods = billing_periods(lake) if snapshot is None else sorted(
+            {check.entry.billing_period for check in snapshot.checks if check.entry})
         if not periods or end is None:
             raise UsageError(f"no job record or bill in the lake names run {run!r}", where=naming("since"),
                              hint=f"check the run id, or give a window, e.g. {naming('since')} 30d")
