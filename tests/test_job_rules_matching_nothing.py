@@ -70,6 +70,36 @@ def test_runs_checks_the_rules_on_the_connection_it_answers_on(tmp_path, monkeyp
     assert json.loads(shown.stdout)["rows"] and len(opened) == 1
 
 
+def test_attribute_checks_the_rules_on_the_connection_it_answers_on(tmp_path, monkeypatch):
+    # `attribute --by job_type` opened a second connection for the rules, after its answer (perf48
+    # moved `runs`' onto its own); the API's answer (job_rules=True) keeps the check by its snapshot
+    from service.attribution import AttributionQuery, attribute_query, idle_job_rules
+    from service.core.config import load_config
+    from service.core.lake import Lake
+
+    path = _config(tmp_path)
+    opened = []
+    connect = Lake.connect
+    monkeypatch.setattr(Lake, "connect", lambda self, *args, **kwargs: opened.append(1) or connect(self, *args, **kwargs))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--by", "job_type", "--since", "2026-11-01",
+                                     "--until", "2026-11-03", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert "rules[1] (job_name '^pretrian') matches no job record" in shown.stderr
+    assert json.loads(shown.stdout)["rows"] and len(opened) == 1
+    config = load_config(path)
+    query = AttributionQuery.parse(config, since="2026-11-01", until="2026-11-03", by="job_type")
+    answer = attribute_query(Lake.of(config), config, query, job_rules=True)
+    assert [rule.path for rule in answer.idle_rules] == ["attribution.dimensions.job_type.rules[1]",
+                                                         "attribution.dimensions.job_type.rules[2]"]
+
+    class Unread:  # the check of that answer's snapshot and window is kept: no job record is read again
+        def execute(self, *args):
+            raise AssertionError("read again")
+
+    assert idle_job_rules(Lake.of(config), config.attribution, answer.window, ("job_type",), con=Unread(),
+                          snapshot=answer.read_in) == list(answer.idle_rules)
+
+
 def test_the_rule_check_reads_only_the_job_records_and_once_per_state_of_them(tmp_path, monkeypatch):
     # /api/v1/attribute checks the rules on every request: the check takes no snapshot of the cost
     # partitions (it reads no cost), and a request repeated between two inventory runs reads nothing

@@ -47,8 +47,9 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
         other = "effective" if query.cost == "billed" else "billed"
         notes.append(f"{', '.join(lacking)} delivered no {query.cost} cost, only {other} cost: counted as 0 here; "
                      f"{typed(naming, 'cost', other)} counts it")
-    rules = idle_job_rules(lake, config if isinstance(config, AttributionConfig) else config.attribution,
-                           result.window, query.by, snapshot=result.read_in)
+    rules = result.idle_rules if result.idle_rules is not None else idle_job_rules(
+        lake, config if isinstance(config, AttributionConfig) else config.attribution, result.window, query.by,
+        snapshot=result.read_in)  # not checked with the answer (attribute_query's job_rules)
     warnings = [rule.text() for rule in rules if not rule.ever]
     if result.overbooked:
         warnings.append(f"{result.overbooked} instance-hour(s) in the window were over-booked: their jobs held more "

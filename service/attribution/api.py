@@ -68,6 +68,7 @@ from decimal import Decimal
 from types import MappingProxyType
 
 from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.job_rules import idle_job_rules
 from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, reserved_runs, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
@@ -118,18 +119,26 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
 
 
 def attribute_query(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery,
-                    engine: EngineConfig | None = None) -> AttributionResult:
-    """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it."""
+                    engine: EngineConfig | None = None, job_rules: bool = False) -> AttributionResult:
+    """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it.
+    `job_rules`: with the job-field rules of `query.by` no job record meets, checked on the
+    answer's own connection (AttributionResult.idle_rules; DuckDB's), for with_notes to warn of."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
     needs = Needs(sql_dims(config, query.by, query.where), (query.cost,), hows=query.explain,
                   where=tuple(query.where.items()))
+
+    def answer(session: RollupSession | None) -> AttributionResult | None:
+        result = _answer(session, config, query)
+        if result is None or not job_rules or session is None or not session.local:
+            return result
+        return replace(result, idle_rules=tuple(idle_job_rules(lake, config, result.window, query.by, con=session.con,
+                                                               snapshot=session.snapshot)))
+
     # A period without a stored rollup is rolled up from the lines `where` can match; when that
     # cannot show the answer as every line would (a suggestion, a spelling), from every line.
-    result = read_sessions(lake, config, engine, lambda session: _answer(session, config, query), needs)
-    return result if result is not None else read_sessions(lake, config, engine,
-                                                           lambda session: _answer(session, config, query),
-                                                           replace(needs, where=()))
+    result = read_sessions(lake, config, engine, answer, needs)
+    return result if result is not None else read_sessions(lake, config, engine, answer, replace(needs, where=()))
 
 
 def attribute_queries(lake: Lake, config: AttributionConfig | Config, queries: Sequence[AttributionQuery],

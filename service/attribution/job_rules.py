@@ -43,9 +43,11 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
                    con: duckdb.DuckDBPyConnection | None = None, snapshot: Snapshot | None = None) -> list[IdleRule]:
     """The rules of `dims` (None: every dimension) with a condition on a job's fields that no
     job record meets in `window` (those conditions alone: the rule's others cannot widen it).
-    `con`: a connection with the lake's `jobs` view to read them on (a runs answer's own: a
+    `con`: a connection with the lake's `jobs` view to read them on (an answer's own: a
     connection of its own and the job records' checks cost ~25 ms), else one is opened on
-    `snapshot` (an answer's: its job records, Snapshot.tables; None: the job records there now)."""
+    `snapshot` (an answer's: its job records, Snapshot.tables; None: the job records there now).
+    A check is kept by what it reads (the service asks on every request): with `con`, only
+    when `snapshot`, the one `con` reads, is given too."""
     if config.clusters is None or not lake.has_table(JOBS_TABLE):
         return []
     rules = [(f"attribution.dimensions.{name}.rules[{i}]", {k: v for k, v in rule.match.items() if k in JOB_MATCH_FIELDS})
@@ -54,7 +56,8 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
     rules = [(path, match) for path, match in rules if match]
     if not rules:
         return []
-    key = None if con is not None else _checked_key(lake, rules, window, snapshot)  # `con` reads its own snapshot
+    # `con` without its snapshot: what it reads is not known here
+    key = None if con is not None and snapshot is None else _checked_key(lake, rules, window, snapshot)
     with _KEPT:
         if key is not None and key in _CHECKED:
             _CHECKED.move_to_end(key)

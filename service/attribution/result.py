@@ -6,9 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, iso_utc, past_the_data
+
+if TYPE_CHECKING:
+    from service.attribution.job_rules import IdleRule
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class AttributionResult:
     # the lake state the rows were read in (DuckDB's; None: Spark's, or no bill): the job records the
     # warnings read are those it holds (Snapshot.tables), not a job source's later snapshot
     read_in: Snapshot | None = field(default=None, compare=False, repr=False)
+    # the job-field rules of `by` no job record of the window meets, checked on the answer's own
+    # connection (attribute_query's job_rules); None: not checked there (with_notes checks them)
+    idle_rules: tuple[IdleRule, ...] | None = None
 
     @property
     def data_through(self) -> datetime | None:

@@ -220,8 +220,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     query = AttributionQuery.parse(config, since=since, until=until, by=by, where=where, cost=cost,
                                    granularity=granularity, top=top, compare=compare, explain=explain,
                                    end=None if fixed_end(until) else data_end(lake))
-    result = with_notes(lake, config, query, attribute_query(lake, config, query, engine=engine_config),
-                        engine=engine_config)
+    answer = attribute_query(lake, config, query, engine=engine_config, job_rules=True)  # the job rules on its connection
+    result = with_notes(lake, config, query, answer, engine=engine_config)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
         click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
