@@ -54,3 +54,39 @@ def test_the_explain_table_keeps_its_placed_by_column_on_a_narrow_terminal(tmp_p
     assert table.exit_code == 0, table.output
     assert "placed by" in table.output and "job:8" in table.output and "idle:p5" in table.output, table.output
     assert "3 more jobs" in table.output, table.output
+
+
+def test_one_job_id_of_two_attempts_or_two_sources_is_told_apart_by_its_cluster_and_state(tmp_path):
+    """A requeued job's attempts keep its id, and two job sources may hold the same id: each
+    `job:<id>` part was one, summed ($80 on job:7, $80 on job:9, as if one job). They stay
+    `job:<id>` and carry their cluster and state (JSON `cluster`, `job_state`; the table says them
+    after an id the row holds twice). i-a: job 7 requeued at 10:30; i-b: p5's job 9 holds half
+    its hour; i-c: east's job 9, 4 of 8 GPUs all hour."""
+    from tests.attribution_helpers import add_jobs
+
+    lines = [gpu_line(instance) for instance in ("i-a", "i-b", "i-c")]
+    jobs = [{**job("7", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], state="REQUEUED"),
+             "record_id": "p5/7@1"},
+            {**job("7", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-a"]), "record_id": "p5/7@2"},
+            job("9", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"])]
+    lake, _ = setup(tmp_path, lines, jobs)
+    add_jobs(lake, [{**job("9", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-c"], cluster="east"),
+                     "record_id": "east/9"}], source="east")
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "inventory": [
+        {"name": name, "kind": "jobs-file", "path": str(tmp_path / name)} for name in ("slurm", "east")],
+        "attribution": {"clusters": {}}}))
+    args = ["--config", str(path), "attribute", "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team",
+            "--explain"]
+    shown = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    parts = sorted((p["how"], p.get("cluster"), p.get("job_state"), Decimal(p["cost"]))
+                   for row in json.loads(shown.stdout)["rows"] for p in row["explain"])
+    assert parts == [("idle:east", None, None, 40), ("idle:p5", None, None, 40),
+                     ("job:7", "p5", "COMPLETED", 40), ("job:7", "p5", "REQUEUED", 40),
+                     ("job:9", "east", "COMPLETED", 40), ("job:9", "p5", "COMPLETED", 40)]
+    table = CliRunner().invoke(cli, [*args, "--format", "table"], env={"COLUMNS": "160"})
+    assert table.exit_code == 0, table.output
+    placed = sorted(line.split("│")[4].strip() for line in table.output.splitlines() if "│ team" in line)
+    assert placed == ["idle:east", "idle:p5", "job:7 (p5, COMPLETED)", "job:7 (p5, REQUEUED)",
+                      "job:9 (east, COMPLETED)", "job:9 (p5, COMPLETED)"], table.output

@@ -84,6 +84,15 @@ from service.core.timewindow import Window
 from service.core.units import OTHER
 
 NO_PARTS: Mapping = MappingProxyType({})  # a row's contributions when nothing is explained
+# What tells apart the parts of one `job:<id>` in --explain: two sources' same id (their clusters),
+# a requeued job's attempts (their states; attempts of one state stay one part, as run_story's)
+JOB_PART = ("cluster", "job_state")
+
+
+def _dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]],
+          explain: bool) -> tuple[str, ...]:
+    """The dimensions an answer reads (sql_dims), with JOB_PART's when it explains shared clusters' parts."""
+    return tuple(dict.fromkeys([*sql_dims(config, by, where), *(JOB_PART if explain and config.clusters else ())]))
 
 
 def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
@@ -125,7 +134,7 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     answer's own connection (AttributionResult.idle_rules; DuckDB's), for with_notes to warn of."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
-    needs = Needs(sql_dims(config, query.by, query.where), (query.cost,), hows=query.explain,
+    needs = Needs(_dims(config, query.by, query.where, query.explain), (query.cost,), hows=query.explain,
                   where=tuple(query.where.items()))
 
     def answer(session: RollupSession | None) -> AttributionResult | None:
@@ -149,7 +158,7 @@ def attribute_queries(lake: Lake, config: AttributionConfig | Config, queries: S
     month ~11 CPU s each). `snapshot`: a command's (sessions.read_sessions), else one of its own."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
-    needs = Needs(tuple(dict.fromkeys(d for q in queries for d in sql_dims(config, q.by, q.where))),
+    needs = Needs(tuple(dict.fromkeys(d for q in queries for d in _dims(config, q.by, q.where, q.explain))),
                   tuple(dict.fromkeys(q.cost for q in queries)), hows=any(q.explain for q in queries))
     # not narrowed to any query's `where`: every answer is as every line shows it, never None
     return read_sessions(lake, config, engine, lambda session: [_answer(session, config, q) for q in queries], needs,
@@ -175,9 +184,10 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     if unmatched and session.narrowed:
         return None
     sources = tuple(session.data_through().items())
-    dims = sql_dims(config, by, where)
+    dims = _dims(config, by, where, explain)
     wanted = {d: {form for v in values for form in folded_forms(v)} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
+    of_job = [index[d] for d in JOB_PART if d in index] if explain and config.clusters else []
 
     spent_in: set[str] = set()  # the billing sources of the window's lines `where` keeps
 
@@ -194,7 +204,8 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
             key = (period, currency, tuple(values[index[d]] for d in by))
             total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal) if explain else NO_PARTS))
             for d in (by if explain else ()):
-                parts[(d, hows[index[d]])] += amount
+                how = hows[index[d]]
+                parts[(d, how, tuple(values[i] for i in of_job) if how and how.startswith("job:") else ())] += amount
             grouped[key] = (total + amount, parts)
         return grouped
 
@@ -205,7 +216,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     keep = _top_values(current, top) if top else None
     shown_groups = _fold(current, keep, len(by))
     shown_previous = _fold(previous, keep, len(by))
-    spell = session.spellings(by)
+    spell = session.spellings(tuple(dict.fromkeys([*by, *(JOB_PART if of_job else ())])))
     if session.narrowed and _respelled(config, by, where, [*shown_groups, *shown_previous], spell):
         return None
     rows = []
@@ -214,9 +225,10 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         amount, parts = shown_groups.get(key, (Decimal(0), {}))
         prev = shown_previous.get(key, (Decimal(0), {}))[0] if compare else None
         shown = {d: (OTHER if v == OTHER and keep is not None else spell.get((d, v), v)) for d, v in zip(by, values)}
-        contributions = tuple(Contribution(d, _how_label(config, d, h), c)
-                              for (d, h), c in sorted(parts.items(),
-                                                      key=lambda item: (item[0][0], -abs(item[1]), item[0][1])))
+        contributions = tuple(Contribution(d, _how_label(config, d, h), c,
+                                           *(spell.get((dim, v), v) for dim, v in zip(JOB_PART, job)))
+                              for (d, h, job), c in sorted(parts.items(), key=lambda item: (
+                                  item[0][0], -abs(item[1]), item[0][1], tuple(v or "" for v in item[0][2]))))
         rows.append(AttributionRow(shown, currency, amount, period, prev, contributions))
     rows.sort(key=lambda r: (r.period or date.min, r.currency or "", -r.cost, tuple(r.values.values())))
     totals = defaultdict(lambda: [Decimal(0), Decimal(0)])

@@ -22,6 +22,10 @@ class Contribution:
     dimension: str
     how: str
     cost: Decimal
+    # a job's part (`job:<id>`): its cluster and state, which tell apart two sources' same job id and
+    # a requeued job's attempts (api.JOB_PART); None otherwise
+    cluster: str | None = None
+    job_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,9 @@ class AttributionResult:
                 item.update(previous_cost=_dec(row.previous_cost), change=_dec(row.change),
                             change_pct=_dec(row.change_pct))
             if self.explain:
-                item["explain"] = [{"dimension": c.dimension, "how": c.how, "cost": _dec(c.cost)} for c in row.explain]
+                item["explain"] = [{"dimension": c.dimension, "how": c.how, "cost": _dec(c.cost),
+                                    **({"cluster": c.cluster, "job_state": c.job_state} if c.cluster or c.job_state
+                                       else {})} for c in row.explain]
             rows.append(item)
         totals = []
         for currency, cost, previous in self.totals:

@@ -96,8 +96,13 @@ SHOWN_JOBS = 5  # job parts a row's explain table lists (a cluster's month has 2
 
 def _jobs_folded(parts: list[dict]) -> list[dict]:
     """A row's parts for the table: per dimension its SHOWN_JOBS largest job parts (the API
-    sorts them largest first), the others summed on one line; CSV and JSON list each job."""
+    sorts them largest first), the others summed on one line; CSV and JSON list each job. A
+    `job:<id>` the row holds twice (two sources' same id, a requeued job's attempts) is told
+    apart by its cluster and state after it, as the JSON tells them (`cluster`, `job_state`)."""
     shown, listed, rest = [], Counter(), {}
+    twice = Counter((part["dimension"], part["how"]) for part in parts)
+    parts = [{**part, "how": f"{part['how']} ({', '.join(str(part.get(key)) for key in ('cluster', 'job_state'))})"}
+             if twice[(part["dimension"], part["how"])] > 1 else part for part in parts]
     for part in parts:
         dim = part["dimension"]
         if not part["how"].startswith("job:"):
