@@ -51,6 +51,15 @@ def test_a_budgets_lists_errors_are_told_in_one_round(tmp_path):
         ("a", "team", "EUR"), ("b", "project", "USD")]
 
 
+
+def test_a_budget_whose_name_is_not_text_is_said_not_a_traceback(tmp_path):
+    """review49 #3: the name of a budget that failed was kept as written to find names used
+    twice, and a list there (unhashable) raised TypeError out of `config validate`."""
+    result = validate(tmp_path, {"budgets": [{"name": ["a"], "value": "x", "amount": 10},
+                                             {"name": "b", "value": "y", "amount": 10}]})
+    assert result.exit_code == 2, result.output
+    assert "budgets[0].name: " in result.output, result.output
+
 def test_a_list_failing_only_by_its_items_is_not_also_too_short(tmp_path):
     result = validate(tmp_path, {"rules": {"failed-reruns": {"states": ["FAILD"]}}})
     assert result.exit_code == 2

@@ -122,7 +122,8 @@ def each_budget(items: Any, handler: Callable[[Any], Any],
             dimension = fields.get("dimension", BudgetConfig.model_fields["dimension"].default)
         if isinstance(name, str) and name in names:
             errors.append(item_error(index, ("name",), f"budget name {name!r} is used twice", name))
-        names.add(name)
+        if isinstance(name, str):  # a failed budget's raw name may be a list (unhashable), said by pydantic
+            names.add(name)
         if undeclared and isinstance(dimension, str) and (message := undeclared(dimension)):
             errors.append(item_error(index, ("dimension",), message, dimension))
     if errors:
