@@ -220,13 +220,16 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         as of kube-state-metrics' last scrape: one series)."""
         c = self.config
         last = datetime.fromtimestamp(max(value for series in reported for _, value in series["values"]), timezone.utc)
-        carried = {label for series in self._query("topk(1, kube_pod_info)", last, last, c.step_seconds)
-                   for label in series["metric"] if label != "__name__"}
+        try:  # only to word the warning: the pods were read, so a failing query does not fail the source
+            carried = ", ".join(sorted({label for series in self._query("topk(1, kube_pod_info)", last, last,
+                                                                         c.step_seconds)
+                                        for label in series["metric"] if label != "__name__"})[:40]) or "none"
+        except SourceError as exc:
+            carried = f"not read ({exc.message})"
         fallback = f"cluster {c.cluster} ({self.config_path}.cluster)" if c.cluster else "no cluster"
         log.warning("%s (%s): cluster_label %s is on no kube_pod_info series from %s to %s UTC, so every pod is read "
                     "as of %s; the labels its series carry: %s; check %s.cluster_label", c.name, self.config_path,
-                    c.cluster_label, minute_text(start), minute_text(end), fallback,
-                    ", ".join(sorted(carried)[:40]) or "none", self.config_path)
+                    c.cluster_label, minute_text(start), minute_text(end), fallback, carried, self.config_path)
 
     def _warn_unread(self, unread: list[Series]) -> None:
         """Pods asking for an accelerator's resource spendlake does not read (a GPU shared under a

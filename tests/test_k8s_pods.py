@@ -318,6 +318,29 @@ def test_a_cluster_label_no_series_carries_is_warned_naming_the_key_and_the_labe
                          "check inventory[0].cluster_label")
 
 
+
+@pytest.mark.binary
+def test_a_failing_query_for_the_labels_carried_does_not_fail_a_source_whose_pods_were_read(tmp_path, prometheus,
+                                                                                             caplog, monkeypatch):
+    """review49 #8: the labels-carried query only words the warning; its SourceError failed the
+    source (exit 3) though every pod had been read."""
+    from connectors.k8s_pods import K8sPodsConnector
+    from service.core.errors import SourceError
+
+    asked = K8sPodsConnector._query
+
+    def failing_topk(self, query, *args):
+        if query.startswith("topk("):
+            raise SourceError("HTTP 503 after 1 attempt(s)", where=f"{prometheus}/api/v1/query_range")
+        return asked(self, query, *args)
+
+    monkeypatch.setattr(K8sPodsConnector, "_query", failing_topk)
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, cluster_label="k8s_cluster")
+    assert outcome.error is None and list(outcome.rows.values()) == [7]
+    [said] = [r.getMessage() for r in caplog.records if "cluster_label" in r.getMessage()]
+    assert said.endswith("the labels its series carry: not read (HTTP 503 after 1 attempt(s)); "
+                         "check inventory[0].cluster_label"), said
+
 @pytest.mark.binary
 def test_a_cluster_label_some_series_carry_is_not_warned(tmp_path, caplog):
     """Series of one cluster carrying the label, another's not (relabelled in one scrape config
