@@ -90,3 +90,12 @@ def test_one_job_id_of_two_attempts_or_two_sources_is_told_apart_by_its_cluster_
     placed = sorted(line.split("│")[4].strip() for line in table.output.splitlines() if "│ team" in line)
     assert placed == ["idle:east", "idle:p5", "job:7 (p5, COMPLETED)", "job:7 (p5, REQUEUED)",
                       "job:9 (east, COMPLETED)", "job:9 (p5, COMPLETED)"], table.output
+
+
+def test_a_job_part_of_no_cluster_is_told_apart_by_its_state_alone():
+    """review49's cosmetic item: a job part without a cluster read `job:7 (None, FAILED)`."""
+    from service.cli.attribute import _jobs_folded
+
+    parts = [{"dimension": "team", "how": "job:7", "cost": "40", "cluster": None, "job_state": "FAILED"},
+             {"dimension": "team", "how": "job:7", "cost": "30", "cluster": None, "job_state": "COMPLETED"}]
+    assert [part["how"] for part in _jobs_folded(parts)] == ["job:7 (FAILED)", "job:7 (COMPLETED)"]

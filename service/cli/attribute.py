@@ -101,7 +101,8 @@ def _jobs_folded(parts: list[dict]) -> list[dict]:
     apart by its cluster and state after it, as the JSON tells them (`cluster`, `job_state`)."""
     shown, listed, rest = [], Counter(), {}
     twice = Counter((part["dimension"], part["how"]) for part in parts)
-    parts = [{**part, "how": f"{part['how']} ({', '.join(str(part.get(key)) for key in ('cluster', 'job_state'))})"}
+    told = ("cluster", "job_state")  # those a part has: a job of no cluster says only its state
+    parts = [{**part, "how": f"{part['how']} ({', '.join(str(part[k]) for k in told if part.get(k) is not None)})"}
              if twice[(part["dimension"], part["how"])] > 1 else part for part in parts]
     for part in parts:
         dim = part["dimension"]
