@@ -48,7 +48,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         if not first:
             empty_file(path, sum(map(len, head)))
             return stored(con, "SELECT * FROM {empty}", empty=attempts_schema().empty_table())
-        if first[0] in "{[" or first.startswith("null"):
+        if _json_start(first):
             attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster, shares)
             return said_read(con, path, stored_attempts(con, attempts, number))
         delimiter = header_delimiter(first, REQUIRED) or ("|" if "|" in first else None)
@@ -77,6 +77,21 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
     if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
     return said_read(con, path, table)
+
+
+JSON_PEEK = 65536  # bytes written_as_json reads to find a file's first character that is not blank
+
+
+def written_as_json(path: Path) -> bool:
+    """Whether the file is a sacct --json document, as file_attempts tells it: its times are
+    seconds since 1970, the same in every zone (the source's `timezone` reads only parsable2)."""
+    with job_file(path) as raw:
+        head = _unzipped(raw).read(JSON_PEEK)
+    return _json_start(head.removeprefix(b"\xef\xbb\xbf").lstrip().decode("utf-8", errors="replace"))
+
+
+def _json_start(first: str) -> bool:
+    return first[:1] in ("{", "[") or first.startswith("null")
 
 
 def _unzipped(raw: IO[bytes]) -> IO[bytes]:

@@ -231,6 +231,23 @@ def test_jobs_starting_after_the_snapshot_are_said_of_slurmrestd_as_a_clock_not_
     assert "start after this snapshot" not in caplog.text
 
 
+
+def test_jobs_starting_after_the_snapshot_in_a_sacct_json_file_are_said_as_a_clock_not_a_zone(tmp_path, caplog):
+    """review49 #4: sacct --json files carry seconds since 1970 as slurmrestd does, yet their
+    line said "its times are read in UTC (inventory[0].timezone) … set inventory[0].timezone",
+    which changes nothing for them. A parsable2 file keeps the zone's words
+    (test_job_times_impossible)."""
+    (tmp_path / "sacct.json").write_bytes(ANSWER)
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "path": str(tmp_path / "sacct.json")}]})
+    [outcome] = run_inventory(config, now=datetime(2026, 12, 2, 1, tzinfo=timezone.utc))
+    assert outcome.error is None and jobs(tmp_path)
+    [said] = [r.getMessage() for r in caplog.records if "start after this snapshot" in r.getMessage()]
+    assert said.startswith(f"{tmp_path / 'sacct.json'}: 10 job(s) start after this snapshot was taken "
+                           "(2026-12-02T01:00:00 UTC), which no job can; the first, job "), said
+    assert said.endswith("its times are seconds since 1970, the same in every zone: the clock that wrote them runs "
+                         "ahead of this machine's, or this machine's runs behind (compare both with NTP)"), said
+
 def test_a_sacct_json_file_with_warnings_is_read_and_they_are_said(tmp_path, caplog):
     body = json.loads(ANSWER) | {"warnings": [{"description": "Cluster spendlake is not responding",
                                                "error": "Unspecified error"}]}
