@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class Storage:
                                   hint="write it as s3://bucket/prefix")
             self.bucket, self.prefix = bucket, prefix.strip("/")
             self._client = None
-            self.one_object = False  # the location names one object, not a folder (as a local file may)
+            self.one_object: bool | None = None  # it names one object, not a folder (as a local file may); None: untold
         else:
             self.path = Path(config.location).expanduser().resolve()
         self.passed_over: dict[str, str] = {}  # path → why a listing did not give it, and what to do
@@ -122,9 +123,11 @@ class Storage:
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
             for number, page in enumerate(pages):
-                if number == 0 and not page.get("Contents") and self.prefix and not under:
-                    yield from self._list_one_object()  # nothing below it: it may name one object
-                    return
+                if number == 0 and self.prefix and not under:
+                    if not page.get("Contents"):
+                        yield from self._list_one_object()  # nothing below it: it may name one object
+                        return
+                    self.one_object = False
                 for item in page.get("Contents", []):
                     key = item["Key"]
                     if key.endswith("/"):
@@ -148,11 +151,25 @@ class Storage:
             page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:ListBucket", self.prefix) from None
+        self.one_object = any(item["Key"] == self.prefix for item in page.get("Contents", []))
         for item in page.get("Contents", []):
             if item["Key"] == self.prefix:
-                self.one_object = True
                 yield StoredObject(f"s3://{self.bucket}/{self.prefix}", PurePosixPath(self.prefix).name,
                                    int(item["Size"]), item["ETag"].strip('"'), item["LastModified"].timestamp())
+
+    def _tell_one_object(self) -> None:
+        """Whether the location names one object, as a listing tells it (no object below it as a
+        folder, the key itself there), for object() before any listing ran."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            below = self.client.list_objects_v2(Bucket=self.bucket, Prefix=f"{self.prefix}/", MaxKeys=1)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._s3_error(exc, "s3:ListBucket", f"{self.prefix}/") from None
+        if below.get("Contents"):
+            self.one_object = False
+        else:
+            list(self._list_one_object())
 
     def _list_local(self, under: str) -> Iterator[StoredObject]:
         if not self.path.exists():
@@ -262,7 +279,9 @@ class Storage:
     def object(self, key: str) -> StoredObject:
         """An object by key relative to the location, e.g. a data file a manifest names."""
         if self.is_s3:
-            base = str(PurePosixPath(self.prefix).parent).strip(".") if self.one_object else self.prefix
+            if self.one_object is None and self.prefix:
+                self._tell_one_object()
+            base = posixpath.dirname(self.prefix) if self.one_object else self.prefix
             full = "/".join(p for p in (base, key) if p) if not key.startswith("s3://") else key[len(f"s3://{self.bucket}/"):]
             return StoredObject(f"s3://{self.bucket}/{full}", key, -1, "")
         base = self.path if self.path.is_dir() else self.path.parent

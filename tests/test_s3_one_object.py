@@ -60,3 +60,21 @@ def test_an_object_named_like_the_location_beside_a_folder_of_that_name_leaves_t
     cfg = config(tmp_path, "s3", "focus", f"s3://{bucket}/focus", moto_server)
     assert [o.status for o in ingest(cfg).outcomes] == ["committed"]
     assert str(billed(cfg)) == BILLED
+
+
+def test_a_manifests_keys_resolve_beside_one_object_whose_folder_starts_with_a_dot_listed_or_not(
+        tmp_path, moto_server, s3):
+    """review49 #7: the object's folder was its path's parent with dots stripped (`.exports` read
+    as `exports`), and before a listing one object read as a folder (keys under the key itself)."""
+    from connectors.storage import Storage
+
+    client, bucket = s3
+    client.put_object(Bucket=bucket, Key=".exports/one.csv", Body=SAMPLE.read_bytes())
+    client.put_object(Bucket=bucket, Key="focus/part.csv", Body=SAMPLE.read_bytes())
+    one = config(tmp_path, "one", "focus", f"s3://{bucket}/.exports/one.csv", moto_server).sources[0]
+    assert Storage(one).object("part.csv").uri == f"s3://{bucket}/.exports/part.csv"  # no listing ran
+    listed = Storage(one)
+    assert [o.key for o in listed.list()] == ["one.csv"]
+    assert listed.object("part.csv").uri == f"s3://{bucket}/.exports/part.csv"
+    folder = config(tmp_path, "folder", "focus", f"s3://{bucket}/focus", moto_server).sources[0]
+    assert Storage(folder).object("part.csv").uri == f"s3://{bucket}/focus/part.csv"
