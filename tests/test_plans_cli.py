@@ -435,3 +435,13 @@ def test_a_plan_started_before_the_lakes_billing_data_begins_is_partial_data_unl
     assert ("plan early started before the lake's billing data begins (2026-11-20 00:00 UTC): its actual counts "
             "from then.") in found.notes, found.notes
     assert not any(note.startswith("plan known started") for note in found.notes)
+
+
+def test_plans_on_one_project_spelt_in_two_cases_are_said_to_count_the_same_spend():
+    # review49: the actuals match projects and experiments ignoring case; the overlap note compared them as typed
+    from service.report.sections.plans import _overlaps
+
+    said = _overlaps([plan("upper", "Llama-405b", "5000", experiment="Base"), plan("lower", "llama-405b", "5000"),
+                      plan("base", "llama-405b", "5000", experiment="base")])
+    assert [sentence.split(" cover ")[0] for sentence in said] == [
+        "plans upper and lower", "plans upper and base", "plans lower and base"], said

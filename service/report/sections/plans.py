@@ -20,6 +20,7 @@ from decimal import Decimal
 
 from service.attribution import AttributionResult, attribute
 from service.core.config import Config
+from service.core.folding import folded
 from service.core.coverage import data_begins, empty_lake_error, snapshot_data_through
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
@@ -131,9 +132,10 @@ def _overlaps(plans: list[Plan]) -> list[str]:
         for other in plans[i + 1:]:
             since, until = max(one.start, other.start), min(one.end, other.end)
             experiments = {one.experiment, other.experiment} - {None}
-            if one.project == other.project and len(experiments) <= 1 and since < until:
+            same = folded(one.project) == folded(other.project) and len({folded(e) for e in experiments}) <= 1
+            if same and since < until:
                 said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
-                            f"{', experiment ' + experiments.pop() if experiments else ''} from {minute_text(since)} "
+                            f"{', experiment ' + sorted(experiments)[0] if experiments else ''} from {minute_text(since)} "
                             f"to {minute_text(until)} UTC): each one's actual counts it.")
     return said
 
