@@ -103,3 +103,28 @@ def test_the_demos_plan_allowed_10_percent_for_failures_and_its_run_spent_what_i
     assert (row["planned_failure_overhead"], row["planned_failure_pct"], failed, row["failed_pct"]) == (
         "0.1", "9.1", D("520194.00"), "51.7")
     assert f"cost USD {failed:,} in its window, {row['failed_pct']}% of its actual, above the 9.1%" in shown.stderr
+
+
+def test_the_plans_failures_read_the_job_records_in_the_sections_one_snapshot(tmp_path, monkeypatch):
+    """review49: each plan's failures read the job records in a snapshot of their own (a commit between
+    the actual and them mixed two lake states; a snapshot taken per plan): every plan's read is in the
+    snapshot the section's actuals were read in, held with the job records."""
+    from service.attribution import HELD_TABLES, run_costs
+    from service.core import snapshot as snapshots
+
+    lake, cfg = hand_lake(tmp_path)
+    registered(lake, cfg, "0.1", retention_days=0)
+    inputs = plan_inputs({**RUN, "failure_overhead": "0.2"})
+    register_plan(lake, plan_from_estimate(estimate(inputs, cfg), name="llm-r1b", project="llm", experiment="e1",
+                                           start=DAY.isoformat()))
+    taken, read_in = [], []
+    take = snapshots.take_snapshot
+    monkeypatch.setattr(snapshots, "take_snapshot", lambda *args: taken.append(take(*args)) or taken[-1])
+    within = run_costs.read_within
+    monkeypatch.setattr(run_costs, "read_within",
+                        lambda lake, snapshot, *rest: read_in.append(snapshot) or within(lake, snapshot, *rest))
+    rows = plans_as_of(cfg, lake, DAY).rows
+    assert [row["failed_actual"].quantize(D("0.01")) for row in rows] == [D("31.33"), D("31.33")]
+    # the first snapshot taken is the command's (read_consistently's), the one both plans' reads are in
+    assert len(read_in) == 2 and read_in[0] is read_in[1] is taken[0], (read_in, taken)
+    assert set(HELD_TABLES) <= set(taken[0].tables), taken[0].tables

@@ -10,7 +10,7 @@ it) counts them and `spendlake runs --run X` says them ("failed and run again").
   (failure ÷ (1 + every overhead) of its compute, over its compute and storage): the most the plan
   allows for failures;
 - failed_actual, failed_pct: the USD of the counted attempts in the plan's window (its actual's,
-  to its planned end or the data's end), and its percent of the actual.
+  to its planned end, or the data's end), and its percent of the actual.
 
 Only where the lake has job records: without `attribution.clusters`, or with no run of the
 plan's project (and experiment) in its window, the actual figures are None and nothing is said.
@@ -25,12 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from rules.context import RunCosts
 from rules.failed_reruns import FailedReruns, FailedRerunsConfig
-from service.attribution import run_costs_lookup
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.folding import folded
-from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.units import share_of
 from service.planning.estimate import PlanInputs, plan_inputs
@@ -58,13 +57,12 @@ class PlanFailures:
         return self.share is not None and self.planned_share is not None and self.share > self.planned_share
 
 
-def plan_failures(config: Config, lake: Lake, plan: Plan, until, actual: Decimal) -> PlanFailures:
+def plan_failures(config: Config, lookup: RunCosts | None, plan: Plan, until, actual: Decimal) -> PlanFailures:
     """`plan`'s failures (module docstring) in its window to `until` (the actual's end), `actual`
-    its USD actual there."""
+    its USD actual there; `lookup`: the section's run_costs_lookup, on its snapshot (None: no job records)."""
     inputs = _inputs(plan.inputs)
     planned = None if inputs is None else _planned_share(plan, inputs)
     typed = None if inputs is None else plan.inputs.get("failure_overhead", "0")
-    lookup = run_costs_lookup(lake, config)
     if lookup is None or until <= plan.start:
         return PlanFailures(typed, planned, None, None)
     runs = [run for run in lookup(Window(plan.start, until), COST_COLUMN) if _ours(plan, run.owner)]

@@ -18,7 +18,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from decimal import Decimal
 
-from service.attribution import AttributionResult, attribute
+from rules.context import RunCosts
+from service.attribution import HELD_TABLES, AttributionResult, attribute, run_costs_lookup
 from service.core.config import Config
 from service.core.folding import folded
 from service.core.coverage import data_begins, empty_lake_error, snapshot_data_through
@@ -112,7 +113,13 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: Attributi
 def plans_section(config: Config, lake: Lake, day: date) -> Section:
     """Each registered plan: its planned spend curve at the end of `day` against attributed spend,
     with a chart of both, cumulative per day, for the plans that have started (`_status`)."""
-    return _section(config, lake, day, _coverage(lake, lake.snapshot()))[0]
+    snapshot = lake.snapshot(_held(config))
+    return _section(config, lake, day, _coverage(lake, snapshot), run_costs_lookup(lake, config, snapshot))[0]
+
+
+def _held(config: Config) -> tuple[str, ...]:
+    """The inventory tables the section's snapshot holds: the job records its plans' failures read."""
+    return HELD_TABLES if config.attribution.clusters is not None else ()
 
 
 def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
@@ -186,8 +193,9 @@ def _cents(planned: Span) -> tuple[Decimal, Decimal]:
     return (high, high) if low - high == CENT else (low, high)
 
 
-def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Section, list[str]]:
-    """The section, and the sentences of its note (`PlansAsOf.notes`)."""
+def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCosts | None) -> tuple[Section, list[str]]:
+    """The section, and the sentences of its note (`PlansAsOf.notes`); `runs`: the job records'
+    run costs in the section's snapshot (run_costs_lookup), None without job records."""
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
@@ -218,7 +226,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
         status = _status(plan, until, (data[0], ends), actual, found)
-        failures = plan_failures(config, lake, plan, in_window, actual)
+        failures = plan_failures(config, runs, plan, in_window, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
@@ -273,12 +281,12 @@ def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
     """`spendlake plans` and `/api/v1/plans`: the section's rows and notes, every plan's actual
     read from one state of the lake (an ingest committing meanwhile: read again). Plans but no
     bill: a DataError, as every actual would read $0, under plan."""
-    return read_consistently(lake, lambda snapshot: _plans_on(config, lake, day, snapshot))
+    return read_consistently(lake, lambda snapshot: _plans_on(config, lake, day, snapshot), _held(config))
 
 
 def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> PlansAsOf:
     data = _coverage(lake, snapshot)
-    section, notes = _section(config, lake, day, data)
+    section, notes = _section(config, lake, day, data, run_costs_lookup(lake, config, snapshot))
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if rows and not snapshot.checks:
         raise empty_lake_error(lake, nothing="no actual spend to set against the plans")
