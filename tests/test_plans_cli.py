@@ -437,6 +437,55 @@ def test_a_plan_started_before_the_lakes_billing_data_begins_is_partial_data_unl
     assert not any(note.startswith("plan known started") for note in found.notes)
 
 
+def _priced_lake(tmp_path, spend_days):
+    """`llm-7b` spends USD `spend_days[day]` at each of those November days' midnight; `other`
+    spends USD 1 a day to the 29th, so the bill runs past every report day here."""
+    lines = [line(f"2026-11-{d:02d}T00:00:00", cost, tags={"project": "llm-7b"}) for d, cost in spend_days.items()]
+    return make_lake(tmp_path, lines + [line(f"2026-11-{d:02d}T00:00:00", "1", tags={"project": "other"})
+                                        for d in range(18, 30)])
+
+
+def test_a_plan_spent_as_planned_with_its_storage_kept_the_days_it_priced_reads_on_plan(tmp_path):
+    # review49: the actual stopped at the run's end while the plan to date counted its storage through the
+    # retention: a plan spent exactly as planned read "under plan" for up to retention_days, its note saying it
+    # "kept spending" on the storage it priced. A 48 h run from the 20th ($200 compute) keeps $70 of storage
+    # over the run and 5 days' retention (7 days: $10 a day): $110 on the 20th and 21st, $10 a day to the 26th
+    from dataclasses import replace
+
+    lake = _priced_lake(tmp_path, {20: "110", 21: "110", **{d: "10" for d in range(22, 27)}})
+    register_plan(lake, replace(plan("kept", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
+                                compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70))))
+    for day, to_date in ((date(2026, 11, 23), "240.00"), (date(2026, 11, 26), "270.00"), (date(2026, 11, 28), "270.00")):
+        found = plans_as_of(lake_config(lake=lake), lake, day)
+        [row] = found.rows
+        assert (row["planned_to_date_high"], row["actual_to_date"], row["status"]) == (
+            Decimal(to_date), Decimal(to_date), "on plan"), (day, row)
+        assert not [note for note in found.notes if "kept spending" in note], found.notes
+    assert row["after_end"] == 0  # past what it priced (the 27th), nothing more on llm-7b
+
+
+def test_spend_after_what_a_plan_prices_is_after_end_and_a_window_passed_with_nothing_is_not_a_run_to_come(tmp_path):
+    # review49: a plan's window passed with all its scope's spend after it read "nothing spent yet", its note
+    # "the run has not begun", beside the note saying it kept spending. A 24 h run from the 20th with 2 days'
+    # storage retention (to the 23rd): llm-7b spent only on the 25th and 26th
+    from dataclasses import replace
+
+    lake = _priced_lake(tmp_path, {25: "100", 26: "100"})
+    register_plan(lake, replace(plan("late", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(24), Decimal(24)), retention_days=2))
+    found = plans_as_of(lake_config(lake=lake), lake, DAY)
+    [row] = found.rows
+    assert (row["status"], row["actual_to_date"], row["after_end"]) == ("nothing spent in its window", 0,
+                                                                        Decimal(200)), row
+    assert ("plan late: nothing was spent on project llm-7b from its start (2026-11-20 00:00 UTC) to its planned end "
+            "and the 2 days' storage it priced, to 2026-11-23 00:00 UTC: its $0 is not a saving, the run did not run "
+            "in its window.") in found.notes, found.notes
+    assert ("plan late kept spending after its planned end (2026-11-21 00:00 UTC and the 2 days' storage it priced, "
+            "to 2026-11-23 00:00 UTC): USD 200.00 on project llm-7b since is not in its actual (after_end).") in found.notes
+    assert not [note for note in found.notes if "has not begun" in note]
+
+
 def test_plans_on_one_project_spelt_in_two_cases_are_said_to_count_the_same_spend():
     # review49: the actuals match projects and experiments ignoring case; the overlap note compared them as typed
     from service.report.sections.plans import _overlaps

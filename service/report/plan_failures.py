@@ -10,7 +10,7 @@ it) counts them and `spendlake runs --run X` says them ("failed and run again").
   (failure ÷ (1 + every overhead) of its compute, over its compute and storage): the most the plan
   allows for failures;
 - failed_actual, failed_pct: the USD of the counted attempts in the plan's window (its actual's,
-  to its planned end, or the data's end), and its percent of the actual.
+  to its planned end and retention, or the data's end), and its percent of the actual.
 
 Only where the lake has job records: without `attribution.clusters`, or with no run of the
 plan's project (and experiment) in its window, the actual figures are None and nothing is said.

@@ -126,9 +126,17 @@ def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
     return data_begins(lake, snapshot), snapshot_data_through(lake, snapshot)
 
 
+def priced_until(plan: Plan) -> datetime:
+    """The end of what the plan prices (planned_spend's): its run's end and the retention its
+    storage is paid for. Its actual counts to then, so a plan spent as planned, its storage kept
+    the days it priced, reads on plan (the actual stopped at the run's end: under plan, the
+    storage it priced "kept spending")."""
+    return plan.end + timedelta(days=plan.retention_days)
+
+
 def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime) -> Decimal:
-    """The plan's project's (and experiment's) USD spend from its planned end to `until`."""
-    result = attribute(lake, config, Window(plan.end, until), by=("project",), where=_where(plan))
+    """The plan's project's (and experiment's) USD spend from what it prices (`priced_until`) to `until`."""
+    result = attribute(lake, config, Window(priced_until(plan), until), by=("project",), where=_where(plan))
     return sum((row.cost for row in result.rows if row.currency == "USD"), Decimal(0))
 
 
@@ -155,7 +163,8 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
     note); `no data yet` (the lake's
     billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
     in other currencies only, never converted: named in the note); `nothing spent yet` (no spend
-    since its start in the data there is: the run has not begun, no saving; said in the note); else over, under or on plan,
+    since its start in the data there is: the run has not begun, no saving; said in the note; `nothing spent in its
+    window` once past what it prices, `priced_until`); else over, under or on plan,
     against the lower and the higher of the two scenarios (mid-run both spend the GPUs' price an
     hour, so only storage, spread over runs of different lengths, parts them: by cents, either
     way; once the faster run ends the slower one's keeps rising), but `partial data` rather than under or on plan when it started before the
@@ -178,8 +187,8 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
         return f"over plan{past}"
     if begins is not None and plan.start < begins:
         return "partial data"
-    if not daily:  # started, the data past its start, nothing spent: a run not begun, not a saving
-        return "nothing spent yet"
+    if not daily:  # started, the data past its start, nothing spent: a run not begun (or, past what it prices,
+        return "nothing spent yet" if until < priced_until(plan) else "nothing spent in its window"  # never), no saving
     return ("under plan" if actual < floor else "on plan") + past
 
 
@@ -213,16 +222,17 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCos
         # the actual to where the data ends (a leading source's later spend set against the plan to then
         # would read as on plan what a lagging one has not delivered yet): read again only if it ends before
         to = until if ends is None or ends <= plan.start else min(until, ends)
-        # the actual is the plan's window's: the scope's spend after its planned end (another run of the project,
-        # the retention's storage) is counted apart, never set against the plan
-        in_window = min(to, plan.end)
+        # the actual is what the plan prices, its run and its storage's retention: the scope's spend after (another
+        # run of the project, storage kept longer) is counted apart, never set against the plan
+        in_window = min(to, priced_until(plan))
         found = plan_actual(config, lake, plan, in_window, whole if in_window == until else None)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        after = _after_end(config, lake, plan, to) if to > plan.end else None
+        after = _after_end(config, lake, plan, to) if to > priced_until(plan) else None
         if after:
-            notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC): "
-                         f"{amounts_text([('USD', after)])} on {_scope(plan)} since is not in its actual (after_end).")
+            notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
+                         f"{_retention(plan)}): {amounts_text([('USD', after)])} on {_scope(plan)} since is not in its "
+                         "actual (after_end).")
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
         status = _status(plan, until, (data[0], ends), actual, found)
@@ -231,6 +241,10 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCos
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
+        elif status == "nothing spent in its window":
+            notes.append(f"plan {plan.name}: nothing was spent on {_scope(plan)} from its start "
+                         f"({minute_text(plan.start)} UTC) to its planned end{_retention(plan)}: its $0 is not a "
+                         "saving, the run did not run in its window.")
         if left_out:
             notes.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
                          "its start is left out (currencies are never converted).")
@@ -262,6 +276,12 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCos
     section = Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts,
                       note=" ".join(notes) or None)
     return section, notes
+
+
+def _retention(plan: Plan) -> str:
+    """The storage retention a plan prices past its run's end, as its notes name it."""
+    return (f" and the {plan.retention_days} days' storage it priced, to {minute_text(priced_until(plan))} UTC"
+            if plan.retention_days else "")
 
 
 @dataclass(frozen=True)
