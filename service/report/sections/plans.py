@@ -318,7 +318,7 @@ def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetim
     `ends` in (after it the actual is not known, not flat), against the planned curve until it
     reaches the plan's total: the run's end, plus the retention its storage is paid for (an end
     at midnight is reached by the end of the day before: that day is the last)."""
-    reached = plan.end + timedelta(days=plan.retention_days) - timedelta(microseconds=1)
+    reached = priced_until(plan) - timedelta(microseconds=1)
     first, last = plan.start.date(), max(day, reached.date())
     days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
     through = day if ends is None else min(day, (ends - timedelta(microseconds=1)).date())
