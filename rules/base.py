@@ -137,6 +137,12 @@ class Rule(Configured[RuleConfigT]):
     def __init__(self, config: RuleConfigT | None = None):
         self.config = config if config is not None else self.config_model()
 
+    @classmethod
+    def configured(cls, rules: Mapping) -> Rule:
+        """The rule as a config's `rules:` section sets it (its defaults where the section does not
+        name it), for a reader outside the rules run that counts as the rule does."""
+        return cls(cls.config_model.model_validate(rules.get(cls.name) or {}))
+
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
         raise NotImplementedError
 

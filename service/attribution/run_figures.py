@@ -23,7 +23,7 @@ from datetime import timezone
 from decimal import Decimal
 
 from rules.context import JobAttempt
-from rules.failed_reruns import FailedReruns, FailedRerunsConfig
+from rules.failed_reruns import FailedReruns
 from service.attribution.run_inputs import RATIO_QUANTUM
 from service.core.units import share_of
 
@@ -62,7 +62,7 @@ class StoryFigures:
 def story_figures(jobs: list, rules: Mapping) -> tuple[list, StoryFigures]:
     """The story's jobs (run_story.RunJob) each marked `relaunched`, and its figures (module
     docstring); `rules`: the config's `rules:` (the failed-reruns rule's settings)."""
-    rule = FailedReruns(FailedRerunsConfig.model_validate(rules.get(FailedReruns.name) or {}))
+    rule = FailedReruns.configured(rules)
     attempts = tuple(job_attempt(job) for job in jobs)
     counted = {id(attempt) for attempt in rule.rerun_failures(attempts)}
     relaunched = counted if not rule.config.count_unrelaunched else {id(attempt) for attempt in FailedReruns(

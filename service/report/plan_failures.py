@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from rules.context import RunCosts
-from rules.failed_reruns import FailedReruns, FailedRerunsConfig
+from rules.failed_reruns import FailedReruns
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.folding import folded
@@ -68,7 +68,7 @@ def plan_failures(config: Config, lookup: RunCosts | None, plan: Plan, until, ac
     runs = [run for run in lookup(Window(plan.start, until), COST_COLUMN) if _ours(plan, run.owner)]
     if not runs:
         return PlanFailures(typed, planned, None, None)
-    rule = FailedReruns(FailedRerunsConfig.model_validate(config.rules.get(FailedReruns.name) or {}))
+    rule = FailedReruns.configured(config.rules)
     spent = {run.run: sum((a.cost for a in rule.rerun_failures(run.attempts)), Decimal(0)) for run in runs}
     total = sum(spent.values(), Decimal(0))
     return PlanFailures(typed, planned, total, share_of(total, actual, Decimal("1e-12")),
