@@ -9,7 +9,8 @@ Three origins (exactly one per source):
   become percentages; a MIG GPU, reported per GPU instance (GPU_I_PROFILE), is the sum of its
   instances' use each at its share of the GPU. The instance id comes from `instance_label`
   (e.g. a relabelled `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
-  connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails);
+  connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails;
+  each query tried up to `max_attempts` times, as CloudWatch's calls are);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
   `InstanceId` dimension, per region; the `index` dimension is the GPU;
@@ -130,9 +131,9 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
             query = (f"avg by ({c.instance_label}, {c.gpu_label}, {', '.join(MIG_LABELS)}) "
                      f"(avg_over_time({metric}[1h]))")
             result = query_range(c.prometheus_url, query, start + timedelta(hours=1), end, 3600,
-                                 timeout=c.timeout_seconds, attempts=1, access=access,
+                                 timeout=c.timeout_seconds, attempts=c.max_attempts, access=access,
                                  hint=f"check {self.config_path}.prometheus_url and the query",
-                                 config_path=self.config_path, fixed_attempts=True)  # max_attempts: CloudWatch's
+                                 config_path=self.config_path)
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: set[str] = set()
             unlabelled = 0

@@ -49,11 +49,10 @@ REDIRECTS = 5  # followed within one attempt, whatever max_attempts is
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
              timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
              status_hints: dict[int, str] | None = None, sign: Callable[[str], dict[str, str]] | None = None,
-             config_path: str = "", fixed_attempts: bool = False) -> Any:
+             config_path: str = "") -> Any:
     """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had, with
     `status_hints`' hint for an HTTP status it names (else `hint`). `config_path` is the source's
-    (`inventory[0]`): its timeout_seconds and max_attempts are named under it (not max_attempts
-    when `fixed_attempts`: the source does not set `attempts` by it)."""
+    (`inventory[0]`): its timeout_seconds and max_attempts are named under it."""
     import urllib3
     from urllib3.util import Retry
 
@@ -92,8 +91,7 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     except urllib3.exceptions.MaxRetryError as exc:
         reason = exc.reason or exc
         raise SourceError(f"cannot reach it after {attempts} attempt(s): {_reason(reason)}", where=where,
-                          hint=f"{hint}, or raise {'' if fixed_attempts else f'{settings}max_attempts / '}"
-                               f"{settings}timeout_seconds") from None
+                          hint=f"{hint}, or raise {settings}max_attempts / {settings}timeout_seconds") from None
     except urllib3.exceptions.HTTPError as exc:
         raise SourceError(f"HTTP request failed: {_reason(exc)}", where=where, hint=hint) from None
     if response.status >= 400:

@@ -28,11 +28,10 @@ Series = dict[str, Any]  # {"metric": {label: value}, "values": [(unix seconds, 
 
 def query_range(base_url: str, query: str, start: datetime, end: datetime, step_seconds: int, *,
                 timeout: float, attempts: int, hint: str, access: tuple[Signer | None, str],
-                config_path: str = "", fixed_attempts: bool = False) -> list[Series]:
+                config_path: str = "") -> list[Series]:
     """Every series of `query` evaluated at start, start + step, ... <= end (UTC). `access`: the
     source's signer and what to do on a 403 (connectors/aws_sigv4.py `prometheus_access`);
-    `config_path` the source's, under which errors name its timeout_seconds and max_attempts
-    (`fixed_attempts`: `attempts` is not its max_attempts, which errors then leave out)."""
+    `config_path` the source's, under which errors name its timeout_seconds and max_attempts."""
     sign, denied = access
     url = f"{base_url.rstrip('/')}/api/v1/query_range"
     merged: dict[tuple[tuple[str, str], ...], Series] = {}
@@ -44,7 +43,7 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
             body = get_json(url, params={"query": query, "start": _unix(first), "end": _unix(last),
                                          "step": step_seconds, "partial_response": "false"},
                             timeout=timeout, attempts=attempts, hint=hint, status_hints={403: denied}, sign=sign,
-                            config_path=config_path, fixed_attempts=fixed_attempts)
+                            config_path=config_path)
         except SourceError as exc:
             if not any(words in exc.message for words in TOO_MANY_SAMPLES):
                 raise

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from prometheus_support import answering_prometheus, backfilled_prometheus, free_port
+from prometheus_support import answering_prometheus, backfilled_prometheus, free_port, serving
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
@@ -127,10 +128,36 @@ def test_prometheus_wrong_instance_label_says_which_label_to_set(tmp_path, prome
 
 def test_prometheus_unreachable_names_the_url(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
-    outcome = run(tmp_path, DAY0, prometheus_url=url, timeout_seconds=2)
-    assert f"{url}/api/v1/query_range: cannot reach it" in str(outcome.error)
-    # one attempt, whatever max_attempts (the CloudWatch reader's) says: not named as the way out
-    assert str(outcome.error).endswith("or raise inventory[0].timeout_seconds"), outcome.error
+    outcome = run(tmp_path, DAY0, prometheus_url=url, timeout_seconds=2, max_attempts=2)
+    assert f"{url}/api/v1/query_range: cannot reach it after 2 attempt(s)" in str(outcome.error)
+    assert str(outcome.error).endswith("or raise inventory[0].max_attempts / inventory[0].timeout_seconds"), \
+        outcome.error
+
+
+def test_a_prometheus_query_is_tried_up_to_max_attempts(tmp_path):
+    """A Prometheus behind a proxy answering 503 while it restarts: each query is asked again up to
+    max_attempts in all, as slurm-jobs and k8s-pods ask theirs, where gpu-metrics asked once
+    whatever max_attempts said and failed the source on the first 503."""
+    series = {"metric": {"instance_id": "i-0aaa", "gpu": "0"},
+              "values": [[(DAY0 + timedelta(hours=h)).timestamp(), "0.5"] for h in (1, 2)]}
+    matrix = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [series]}}).encode()
+    asked: list[str] = []
+
+    def restarting(path: str, headers) -> tuple[int, bytes]:
+        asked.append(path)
+        return (503, b'{"status": "error", "error": "restarting"}') if len(asked) <= 2 else (200, matrix)
+
+    with serving(restarting) as url:
+        outcome = run(tmp_path, DAY0 + timedelta(hours=2, minutes=10), prometheus_url=url, lookback_hours=2,
+                      metrics=["DCGM_FI_PROF_SM_ACTIVE"], max_attempts=3)
+        assert outcome.error is None, outcome.error
+        assert len(asked) == 3
+        assert [(r[0], r[1], r[3]) for r in rows(tmp_path, "gpu = 0")] == [("i-0aaa", 0, 50.0)] * 2
+        asked.clear()
+        outcome = run(tmp_path / "two", DAY0 + timedelta(hours=2, minutes=10), prometheus_url=url,
+                      lookback_hours=2, metrics=["DCGM_FI_PROF_SM_ACTIVE"], max_attempts=2)
+    assert f"{url}/api/v1/query_range: answered HTTP 503 after 2 attempts: restarting" in str(outcome.error)
+    assert len(asked) == 2
 
 
 def test_prometheus_answering_with_warnings_is_partial_and_fails(tmp_path):
