@@ -5,7 +5,8 @@ by line with blocking reads, so a server sending a byte every few seconds holds 
 long as it likes within any `timeout`. Here a connection's `getresponse` is given the read
 timeout urllib3 set for it (under `Timeout(total=...)`, what is left of the total) as its
 deadline: a timer shuts the socket down when it passes, and the read it stops is raised as a
-socket timeout, which urllib3 reports as the read timeout it is (retried as one).
+socket timeout, which urllib3 reports as the read timeout it is (retried as one; said as a server
+too slow, not one it cannot reach).
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ exponential backoff up to `attempts` in all. A Retry-After (on any of them, and 
 honoured up to `timeout` seconds; a server asking for longer is an error at once naming the
 wait it asked (a day's wait would hold the source, and `serve` with it). `timeout` bounds each
 attempt: its redirects' hops together, each hop's status line and headers (connectors/
-http_deadline.py: urllib3 bounds only each read of them) and its whole answer. Errors become
-a SourceError naming the URL (without its query), the source's settings by their config path
+http_deadline.py: urllib3 bounds only each read of them) and its whole answer: a server that
+takes the connection but has not answered by then is said too slow (its attempts retried), as one
+whose answer stops coming is (not retried), and only a connection not had is one it 'cannot reach'.
+Errors become a SourceError naming the URL (without its query), the source's settings by their config path
 (`config_path`, e.g. `inventory[0]`) and the next step. Request headers (tokens) never appear
 in an error or a log line: urllib3 logs the method and path only.
 
@@ -90,6 +92,8 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
                 response.release_conn()
     except urllib3.exceptions.MaxRetryError as exc:
         reason = exc.reason or exc
+        if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
+            raise limit.no_answer(attempts) from None
         raise SourceError(f"cannot reach it after {attempts} attempt(s): {_reason(reason)}", where=where,
                           hint=f"{hint}, or raise {settings}max_attempts / {settings}timeout_seconds") from None
     except urllib3.exceptions.HTTPError as exc:
@@ -113,8 +117,19 @@ class _Limit:
 
     def too_slow(self, size: int) -> SourceError:
         return SourceError(f"the server was too slow: {size} bytes of its answer came in {self.timeout:g} s "
-                           f"({self.setting}), and more were still to come", where=self.where,
-                           hint=f"raise {self.setting}, or read a shorter window (lookback_hours)")
+                           f"({self.setting}), and more were still to come", where=self.where, hint=self._hint)
+
+    def no_answer(self, attempts: int) -> SourceError:
+        """The server took the connection but its status line and headers did not all come in time
+        (urllib3's read timeout, or http_deadline's cut): slow, not unreachable."""
+        each = f", in each of {attempts} attempts" if attempts > 1 else ""
+        return SourceError(f"the server was too slow: it took the connection, but its answer's status line and "
+                           f"headers had not come in {self.timeout:g} s ({self.setting}){each}", where=self.where,
+                           hint=self._hint)
+
+    @property
+    def _hint(self) -> str:
+        return f"raise {self.setting}, or read a shorter window (lookback_hours)"
 
 
 def _follow(pool: Any, url: str, sent: dict[str, str], deadline: float, limit: _Limit, hint: str) -> Any:
