@@ -5,7 +5,9 @@ shows; and what spendlake exposes reaches that Prometheus under its own label na
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 
 import pytest
 import yaml
@@ -65,20 +67,36 @@ def test_the_budget_panel_turns_amber_and_red_where_the_budget_alerts_fire():
         ("green", None), ("orange", float(warning)), ("red", float(exceeded))]
 
 
+def colour(thresholds: dict, value: float) -> str:
+    """The colour Grafana gives `value`: its highest step whose value is at most it (the first
+    step, value null, below them all)."""
+    found = [color for color, at in steps(thresholds) if at is None or value >= at]
+    return found[-1]
+
+
 def test_the_commitment_panel_colours_follow_the_rule():
     """The demo's Savings Plan, 95.0 % used and a critical commitment-unused finding, showed an
-    orange bar (green began at 95 %, orange at 80 %): red below the rule's min_unused_pct, and the
-    unused dollars orange from its min_monthly_usd, red from its critical_monthly_usd."""
+    orange bar (green began at 95 %, orange at 80 %), then green: Grafana colours a value by the
+    highest step it reaches, and the rule flags a commitment with at least min_unused_pct unused,
+    so green from exactly 95 % showed the demo's flagged 95.0 % green. Read at the edges: red
+    where the rule flags, the unused dollars orange from its min_monthly_usd, red from its
+    critical_monthly_usd (a critical finding)."""
     from rules.commitment_unused import CommitmentUnusedConfig
 
     rule = CommitmentUnusedConfig()
     [panel] = [p for title, p in panels().items() if title.startswith("Commitments:")]
-    assert steps(panel["fieldConfig"]["defaults"]["thresholds"]) == [
-        ("red", None), ("green", float(1 - rule.min_unused_pct / 100))]
+    edge = 1 - float(rule.min_unused_pct) / 100
+    for utilization in (0.0, 0.5, math.nextafter(edge, 0), edge, math.nextafter(edge, 1), 0.951, 1.0):
+        # the ratio the float stands for (spendlake writes float(Decimal)), as the rule's Decimal sums
+        flagged = (1 - Decimal(repr(utilization))) * 100 >= rule.min_unused_pct
+        assert colour(panel["fieldConfig"]["defaults"]["thresholds"], utilization) == \
+            ("red" if flagged else "green"), utilization
     [unused] = [prop["value"] for override in panel["fieldConfig"]["overrides"] for prop in override["properties"]
                 if prop["id"] == "thresholds"]
-    assert steps(unused) == [("green", None), ("orange", float(rule.min_monthly_usd)),
-                             ("red", float(rule.critical_monthly_usd))]
+    for monthly in ("0", "9.99", rule.min_monthly_usd, "999.99", rule.critical_monthly_usd, "25000"):
+        expected = ("red" if Decimal(monthly) >= rule.critical_monthly_usd
+                    else "orange" if Decimal(monthly) >= rule.min_monthly_usd else "green")
+        assert colour(unused, float(monthly)) == expected, monthly
 
 
 def test_no_panel_adds_one_off_waste_into_a_month_unsaid():
