@@ -99,6 +99,29 @@ def test_the_commitment_panel_colours_follow_the_rule():
         assert colour(unused, float(monthly)) == expected, monthly
 
 
+def test_the_health_row_shows_bills_held_by_two_sources():
+    """spendlake_lake_bill_overlaps (lake49: one bill configured as two sources, summed twice in
+    every total) had no panel: a stat in the health row beside data freshness, red from one."""
+    [row] = {p["gridPos"]["y"] for title, p in panels().items() if title.startswith("Data freshness")}
+    [panel] = [p for p in panels().values() if [t["expr"] for t in p["targets"]] == ["spendlake_lake_bill_overlaps"]]
+    assert panel["gridPos"]["y"] == row and "spendlake status" in panel["description"]
+    thresholds = panel["fieldConfig"]["defaults"]["thresholds"]
+    assert (colour(thresholds, 0), colour(thresholds, 1), colour(thresholds, 3)) == ("green", "red", "red")
+
+
+def test_no_two_panels_share_a_cell_of_the_grid():
+    """Grafana moves a panel placed over another down, out of its row: each keeps its own cells
+    (24 columns wide)."""
+    taken: dict[tuple[int, int], str] = {}
+    for title, panel in panels().items():
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, title
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in taken, f"{title} over {taken[(x, y)]}"
+                taken[(x, y)] = title
+
+
 def test_no_panel_adds_one_off_waste_into_a_month_unsaid():
     """A failed re-run's cost is paid once, not each month: a panel summing the waste family either
     says so in its title (`finished costs once`) or tells failed-reruns apart in its query (a label
