@@ -321,7 +321,7 @@ def test_a_forget_killed_between_a_tables_files_and_their_records_is_finished_by
     monkeypatch.setattr(lake_sources, "forget_records", original)
     assert not any(lake.root.glob("*/source=trey")) and list(records.rglob("*.json"))
     status = spendlake(config, "status")
-    assert "orphaned: trey is not in the config but the lake holds it (attribution_rollup records)" in status.output
+    assert "orphaned: trey is not in the config but the lake holds it (attribution_rollup records, source state)" in status.output
     gone = spendlake(config, "forget", "trey", "--yes")
     assert gone.exit_code == 0 and "forgot trey: 0 cost rows" in gone.output, gone.output
     assert not records.exists() and "orphaned" not in spendlake(config, "status").output
