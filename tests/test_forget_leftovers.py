@@ -1,5 +1,6 @@
-"""What a `forget` killed part-way leaves (lake49's follow-ups): a forget killed after its records,
-before the source's `_state/` cleared, is seen by `status` and finished by the next `forget`."""
+"""What a `forget` killed part-way leaves (lake49's follow-ups): `verify` names a source's leftover
+records as `status` does, and a forget killed after its records, before the source's `_state/`
+cleared, is seen by `status` and finished by the next `forget`."""
 
 from __future__ import annotations
 
@@ -27,6 +28,20 @@ def killed_at(monkeypatch, where: str, name: str, *, forget: Lake) -> None:
     with pytest.raises(KeyboardInterrupt):
         forget.forget("trey")
     monkeypatch.setattr(owner, where, original)
+
+
+def test_verify_names_the_records_a_killed_forget_left_and_what_finishes_them(lake, tmp_path, monkeypatch):
+    # status said them (lake49), verify said nothing: exit 0, every row ok, the leftovers unnamed
+    config, lake = lake
+    write_config(tmp_path, name="trey-research")
+    assert spendlake(config, "ingest").exit_code == 0
+    killed_at(monkeypatch, "forget_records", "attribution_rollup", forget=Lake(lake.root, sources={"trey-research"}))
+    verified = spendlake(config, "verify")
+    assert verified.exit_code == 0, verified.output  # it counts nowhere: only configured sources count
+    assert f"{ORPHANED} (attribution_rollup records" in verified.output
+    assert "`spendlake forget trey` removes it" in verified.output
+    assert spendlake(config, "forget", "trey", "--yes").exit_code == 0
+    assert "orphaned" not in spendlake(config, "verify").output
 
 
 def test_a_forget_killed_before_the_sources_state_cleared_is_seen_and_finished_by_the_next(lake, tmp_path,

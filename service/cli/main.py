@@ -11,7 +11,6 @@ import sys
 import click
 
 from service.attribution import told_by
-from service.core.claims import other_configs
 from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError, damaged_lake_file, os_error, resource_error
 from service.core.lake import Lake
@@ -276,8 +275,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     from service.core.coverage import stamped_ahead
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
-    from service.ingest.status import (NOTE_COLUMNS, STATUS_COLUMNS, freshness_notes, lake_notes, status as lake_status,
-                                       with_notes)
+    from service.ingest.status import (NOTE_COLUMNS, STATUS_COLUMNS, freshness_notes, lake_notes, orphan_lines,
+                                       status as lake_status, with_notes)
 
     table = (fmt or default_format()) == "table"
     sources = source_freshness(obj.config, obj.lake, utc_now())
@@ -304,11 +303,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         emit(with_notes(rows, STATUS_COLUMNS, notes), [*STATUS_COLUMNS, *NOTE_COLUMNS], fmt)
     for line in stamped_ahead(obj.lake.ledger(), utc_now()):
         click.echo(f"ahead: {line}", err=True)
-    others = other_configs(obj.lake)
-    for source, tables in obj.lake.orphans().items():
-        line = f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); it counts nowhere"
-        click.echo(line + (f" here; {others[source]}, another config on this lake, still declares it and reads it"
-                           if source in others else f"; `spendlake forget {source}` removes it"), err=True)
+    for line in orphan_lines(obj.lake):
+        click.echo(line, err=True)
     damaged = [row for row in rows if row["check"] not in ("ok", "orphaned")]
     if damaged:
         from service.core.errors import DataError

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.core import bill_overlap, derived_records, derived_sweep
+from service.core.claims import other_configs
 from service.core.lake import Lake
 from service.core.output import one_line
 from service.core.units import exact_text
@@ -59,6 +60,17 @@ def lake_notes(lake: Lake) -> list[Note]:
     `source` the first of them), and the derived files' damage."""
     return (copies_skipped(lake) + [Note("overlap", o.sentence(), o.sources[0]) for o in bill_overlap.lake_overlaps(lake)]
             + [Note("derived", line) for line in derived_damage(lake)])
+
+
+def orphan_lines(lake: Lake) -> list[str]:
+    """A line per source the lake holds that the config does not declare (`status` and `verify`
+    say them on stderr): what of it the lake holds, that it counts nowhere, and what removes it,
+    or which other config on the lake still reads it."""
+    others = other_configs(lake)
+    return [f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); it counts nowhere"
+            + (f" here; {others[source]}, another config on this lake, still declares it and reads it"
+               if source in others else f"; `spendlake forget {source}` removes it")
+            for source, tables in lake.orphans().items()]
 
 
 def status(lake: Lake) -> list[dict]:
