@@ -190,3 +190,42 @@ def test_member_accounts_own_exports_under_one_payer_are_no_overlap_and_the_gaug
     both.mkdir()
     lake, result = ingest_files(both, ("aws-cur2", "aws-cur2", generation.exports["parquet"]), ("aws-focus", "focus", focus))
     assert len(overlap_warnings(result)) == 1 and gauge(lake) == 1
+
+
+def test_two_member_exports_beside_one_export_without_sub_accounts_are_two_overlaps_not_one_of_three(tmp_path):
+    """Three sources of one payer's period: its FOCUS export split by member account into two (each
+    carrying its own SubAccountIds, none in common) and the whole export with SubAccountId empty. The
+    whole may hold each member's lines; the two members hold none of each other's. Told as one bill of
+    all three (the members each said to hold the other's cost, up to both members' sums counted
+    twice); told as two pairs, each member with the whole, counting the member's sum twice at most.
+    spendlake_lake_bill_overlaps counts the billing account's period once."""
+    from service.serve.families import integrity_families
+
+    generation = synthetic_bill(tmp_path)
+    focus = generation.exports["focus-csv"]
+    con = duckdb.connect()
+    files = sorted(str(p) for p in focus.rglob("*.csv"))
+    members = [row[0] for row in con.execute("SELECT DISTINCT SubAccountId FROM read_csv(?, all_varchar=true) "
+                                             "ORDER BY 1", [files]).fetchall()]
+    for name, where in (("first", "list_contains(?, SubAccountId)"), ("others", "NOT list_contains(?, SubAccountId)")):
+        (tmp_path / name).mkdir()
+        con.execute(f"COPY (SELECT * FROM read_csv(?, all_varchar=true) WHERE {where}) "
+                    f"TO '{tmp_path / name / 'focus.csv'}' (HEADER)", [files, members[:1]])
+    (tmp_path / "whole").mkdir()
+    con.execute(f"COPY (SELECT * REPLACE (NULL AS SubAccountId, NULL AS SubAccountName) FROM read_csv(?, "
+                f"all_varchar=true)) TO '{tmp_path / 'whole' / 'focus.csv'}' (HEADER)", [files])
+    lake, result = ingest_files(tmp_path, *((name, "focus", tmp_path / name) for name in ("first", "others", "whole")))
+    assert failures(result) == []
+    assert {(e.source, a.sub_accounts) for e in lake.ledger() for a in e.accounts} == {
+        ("first", tuple(members[:1])), ("others", tuple(members[1:])), ("whole", ())}
+    billed = {e.source: sum(t.billed_cost for t in e.totals) for e in lake.ledger()}
+    found = bill_overlap.lake_overlaps(lake)
+    assert [o.sources for o in found] == [("first", "whole"), ("others", "whole")]  # main: one of all three
+    for overlap, member in zip(found, ("first", "others")):
+        sums = dict(overlap.held)["billed"]
+        assert dict(sums) == {member: billed[member], "whole": billed["whole"]}
+        assert overlap.twice(sums) == billed[member]
+    told = overlap_warnings(result)
+    assert len(told) == 2 and not any("first" in line and "others" in line for line in told)
+    [gauge] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_bill_overlaps"]
+    assert gauge.samples[0].value == 1

@@ -19,7 +19,9 @@ accounts' own CUR exports of one payer (the same payer, other lines) are told ap
 sub-accounts their lines carry (SubAccountId: the member account, an Azure subscription): sources
 whose lines of the account carry sub-accounts none of the other's do hold other lines, no overlap.
 Where either's carry none, only the account is compared: such a pair is told, the sentence says
-it may be one, and it stays a warning."""
+it may be one, and it stays a warning. Sources are told in groups each two of which may share
+lines (`_sharing`): two members' exports beside a third export of the account whose lines carry
+no sub-account are two overlaps, each member with the third, never one bill of all three."""
 
 from __future__ import annotations
 
@@ -84,20 +86,42 @@ def overlaps(entries: Iterable[LedgerEntry]) -> list[Overlap]:
                     held[key][cost][entry.source] = value
     found = []
     for (period, provider, account, currency), costs in sorted(held.items()):
-        shared = tuple((cost, tuple(sorted(sums.items()))) for cost in COSTS
-                       if len(sums := _sharing(costs.get(cost, {}), subs[(period, provider, account, currency)])) > 1)
-        if shared:
-            found.append(Overlap(provider or None, account, period, currency or None, shared))
+        groups: dict[tuple[str, ...], list] = {}  # a group of sources → (cost, ((source, sum), ...)) in COSTS order
+        for cost in COSTS:
+            sums = costs.get(cost, {})
+            for group in _sharing(sums, subs[(period, provider, account, currency)]):
+                groups.setdefault(group, []).append((cost, tuple((source, sums[source]) for source in group)))
+        found += [Overlap(provider or None, account, period, currency or None, tuple(shared))
+                  for _, shared in sorted(groups.items())]
     return found
 
 
-def _sharing(sums: dict[str, Decimal], subs: dict[str, tuple[str, ...] | None]) -> dict[str, Decimal]:
-    """The sources of `sums` that may hold lines of another's: both carry sub-accounts and share one,
-    or either carries none (or has them unread): then the billing account alone is compared."""
+def _sharing(sums: dict[str, Decimal], subs: dict[str, tuple[str, ...] | None]) -> list[tuple[str, ...]]:
+    """The largest groups of `sums`' sources each two of which may hold one another's lines (the
+    maximal cliques, Bron-Kerbosch: a few sources per account), each sorted, two sources or more:
+    two may when both carry sub-accounts and share one, or either carries none (or has them
+    unread), then the billing account alone is compared."""
     def may_share(one: tuple[str, ...] | None, other: tuple[str, ...] | None) -> bool:
         return not one or not other or bool(set(one) & set(other))
-    return {source: value for source, value in sums.items()
-            if any(may_share(subs[source], subs[other]) for other in sums if other != source)}
+
+    near = {source: {other for other in sums if other != source and may_share(subs[source], subs[other])}
+            for source in sums}
+    groups: list[tuple[str, ...]] = []
+
+    def grow(group: set[str], candidates: set[str], passed: set[str]) -> None:
+        if not candidates and not passed and len(group) > 1:
+            groups.append(tuple(sorted(group)))
+        for source in sorted(candidates):
+            grow(group | {source}, candidates & near[source], passed & near[source])
+            candidates, passed = candidates - {source}, passed | {source}
+
+    grow(set(), set(sums), set())
+    return groups
+
+
+def account_periods(found: Iterable[Overlap]) -> int:
+    """The billing accounts' periods `found` overlaps are of: one however many groups of sources hold it."""
+    return len({(o.period, o.provider, o.account, o.currency) for o in found})
 
 
 def lake_overlaps(lake: Lake, sources: Collection[str] | None = None) -> list[Overlap]:

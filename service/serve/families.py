@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from service.attribution import ScrapeTops, metrics_anchor
 from service.core import derived_records, derived_sweep
-from service.core.bill_overlap import lake_overlaps
+from service.core.bill_overlap import account_periods, lake_overlaps
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
@@ -72,7 +72,7 @@ def integrity_families(lake: Lake) -> list[Metric]:
     overlaps = GaugeMetricFamily("spendlake_lake_bill_overlaps",
                                  "Billing accounts' periods two declared sources hold the same cost of (one bill "
                                  "configured as two sources, summed twice: `spendlake status` names them).")
-    overlaps.add_metric([], len(lake_overlaps(lake)))
+    overlaps.add_metric([], account_periods(lake_overlaps(lake)))
     snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
                                   "Inventory snapshots (kind `snapshot`) and derived files (kind `attribution_rollup`, "
                                   "`attribution_placed`, `metric_tops`) that do not match their record (the quick check "
