@@ -39,13 +39,13 @@ from service.core.currency import CODE
 from service.core.errors import DataError
 from service.core.files import (DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, listed, resolved,
                                 write_json_atomic)
-from service.core.integrity import PartitionCheck, known_sha256, quick_check
+from service.core import ledger_upkeep
+from service.core.integrity import PartitionCheck, quick_check
 from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
 from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, with_replaced
-from service.core.ledger_accounts import with_accounts
 from service.core.ledger_file import ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import recorded
@@ -292,26 +292,14 @@ class Lake:
             self._write_ledger(entries, list(state.pending), state.pending_by)
 
     def restamp(self) -> None:
-        """Record again the modification time of each committed partition whose file is the one
-        committed (its SHA-256 the entry's) but whose time is not the entry's: copied without its
-        times (`cp -r`, a restore), or committed before times were recorded. Reads then stop
-        re-hashing it (service/core/integrity.py). Call only while holding the ingest lock."""
+        """Record in the ledger what reads would otherwise work out again from a committed file
+        (service/core/ledger_upkeep.py: its modification time, its sums per billing account).
+        Call only while holding the ingest lock."""
         state = self.ledger_state()
-        entries = with_accounts([self._restamped(e) for e in state.entries],  # and accounts read (ledger_accounts)
-                                lambda e: self.partition_file("costs", self._cost_key(e)), self.connect)
+        entries = ledger_upkeep.restamped(state.entries, lambda e: self.partition_file("costs", self._cost_key(e)),
+                                          self.connect)
         if entries != list(state.entries):
             self._write_ledger(entries, list(state.pending), state.pending_by)
-
-    def _restamped(self, entry: LedgerEntry) -> LedgerEntry:
-        path = self.partition_file("costs", self._cost_key(entry))
-        try:
-            stat = path.stat()
-        except OSError:
-            return entry  # missing: its check says so
-        if entry.sha256 is None or stat.st_size != entry.size or stat.st_mtime_ns == entry.mtime_ns:
-            return entry
-        # known_sha256: the ingest's quick check (_current) re-hashed this file state already
-        return replace(entry, mtime_ns=stat.st_mtime_ns) if known_sha256(path, stat) == entry.sha256 else entry
 
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)
