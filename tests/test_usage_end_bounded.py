@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from click.testing import CliRunner
 
 from service.cli.main import cli
@@ -126,3 +127,43 @@ def test_a_month_in_local_time_past_the_utc_months_bound_is_taken_as_its_commit_
     del data["entries"][0]["data_through_bounded"]  # as a ledger before 2026-12-06 holds it
     ledger.write_text(json.dumps(data))
     assert data_end(Lake(lake.root)) == datetime(2024, 9, 18, 11, tzinfo=timezone.utc) and len(reads) == 1
+
+
+@pytest.mark.parametrize("bill, through", [
+    # a month in Tokyo time, past the UTC month's bound (lake49's case); a line's 2099; an end not recorded
+    ("1.5,1.5,USD,2024-08-31T15:00Z,2024-09-30T15:00Z,2024-09-18T10:00Z,2024-09-18T11:00Z", "2024-09-18T11:00:00Z"),
+    (line("2.5", "2024-09", "2024-09-18T22:00Z", "2099-01-01T00:00Z"), "2024-10-02T00:00:00Z"),
+    (line("1.5", "2024-09", "2024-09-18T10:00Z", "2024-09-18T11:00Z"), "2024-09-18T11:00:00Z"),
+])
+def test_an_old_ledgers_end_read_again_from_its_file_is_recorded_by_the_next_ingest(tmp_path, monkeypatch, bill,
+                                                                                     through):
+    """An entry of a ledger before 2026-12-06 (no `data_through_bounded`) whose end lies past the bound
+    a reader gives it without its file, or of one before 2026-12 (no `data_through`), was read again
+    from its partition file at every data_end (every query, status, scrape) until its period was
+    delivered again. The next ingest, nothing new to commit, records the end read from the file as a
+    commit bounds it (Lake.restamp, under its lock): no data_end reads the file after."""
+    folder = write_bill(tmp_path, bill)
+    lake, result = ingest_files(tmp_path, ("bill", "focus", folder))
+    assert failures(result) == []
+    ledger = lake.root / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    [entry] = data["entries"]
+    del entry["data_through_bounded"]  # as a ledger before 2026-12-06 holds it
+    if "2099" in bill:
+        entry["data_through"] = "2099-01-01T00:00:00Z"  # as the commit wrote it before it bounded the end
+    elif "2024-08-31" not in bill:
+        del entry["data_through"]  # as a ledger before 2026-12 holds it
+    ledger.write_text(json.dumps(data))
+    reads = []
+    usage_through = coverage.usage_through
+    monkeypatch.setattr(coverage, "usage_through", lambda *a, **k: reads.append(a[1]) or usage_through(*a, **k))
+    assert coverage.data_end(Lake(lake.root)) == parse_utc(through) and len(reads) == 1
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {lake.root}\nsources:\n  - {{name: bill, kind: focus, location: '{folder}'}}\n")
+    again = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+    assert again.exit_code == 0 and "unchanged" in again.output, again.output
+    [recorded] = Lake(lake.root).ledger()
+    assert (recorded.data_through, recorded.data_through_bounded) == (through, True)  # main: False, as before
+    reads.clear()
+    assert coverage.data_end(Lake(lake.root)) == parse_utc(through) and reads == []  # main: the file, every time
+    assert [(c.state, c.detail) for c in Lake(lake.root).verify()] == [("ok", "")]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
 from service.core.timewindow import CLOCK_SKEW, Window, fixed_end, iso_utc, month_text, parse_window
-from service.core.usage_end import USAGE_BEGINS, capped_through, ledger_bound, usage_through
+from service.core.usage_end import USAGE_BEGINS, capped_through, ledger_bound, read_again, usage_through
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
@@ -73,12 +73,8 @@ def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]
     is taken as recorded: a provider's month in local time reaches past the UTC month's bound). An
     unrecorded entry whose file is gone (`status` says missing) reaches at least its billing
     period's start: leaving it out put the data's end, and the month the metrics and budgets sum,
-    in an earlier period; an unbounded one, its bound."""
-    def read_again(entry: LedgerEntry) -> bool:
-        return bool(entry.rows) and (not entry.data_through_recorded or capped_through(
-            entry.data_through, entry.billing_period, entry.ingested_at,
-            entry.data_through_bounded) != entry.data_through)
-
+    in an earlier period; an unbounded one, its bound. The next ingest records what was read
+    (service/core/ledger_upkeep.py): a file is read so until then."""
     entries = [entry for entry, _ in parts if not read_again(entry)]
     unread = {str(path): entry for entry, path in parts if read_again(entry)}
     present = [path for path in unread if Path(path).exists()]

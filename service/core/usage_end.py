@@ -20,10 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from service.core.timewindow import iso_utc
+
+if TYPE_CHECKING:
+    from service.core.ledger import LedgerEntry
 
 USAGE_LINE = "coalesce(ChargeCategory, 'Usage') = 'Usage'"  # a line no category names is usage
 USAGE_ONLY = f"FILTER (WHERE {USAGE_LINE})"
@@ -89,3 +93,12 @@ def capped_through(data_through: str | None, billing_period: str, committed: str
         return data_through
     bound = ledger_bound(billing_period, committed)
     return bound if _utc(data_through) > _utc(bound) else data_through
+
+
+def read_again(entry: LedgerEntry) -> bool:
+    """Whether a reader reads a ledger entry's end again from its file (service/core/coverage.py)
+    rather than take it as recorded: an entry with rows whose end was not recorded (before 2026-12)
+    or was recorded before commits bounded it and lies past its ledger_bound. The next ingest
+    records what that read finds (service/core/ledger_upkeep.py), so it is read once."""
+    return bool(entry.rows) and (not entry.data_through_recorded or capped_through(
+        entry.data_through, entry.billing_period, entry.ingested_at, entry.data_through_bounded) != entry.data_through)
