@@ -36,7 +36,7 @@ def remove_source(lake: SnapshotLake, source: str) -> None:
     if any(p["source"] == source for p in verified.get("problems", [])):
         lake.write_state("verify", {**verified, "problems": [
             p for p in verified["problems"] if p["source"] != source]})
-    _drop(lake, "sources", source)  # its record, last: what orphaned_sources sees of a forget killed before
+    _drop(lake, "sources", source)  # its record and marks last: what orphaned_sources sees of a forget killed before
     failure_marks.remove([mark for mark in failure_marks.marks(lake.root) if mark.source == source])
 
 
