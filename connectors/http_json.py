@@ -238,6 +238,7 @@ def _basic_auth(url: str) -> tuple[str, dict[str, str]]:
     user, _, password = userinfo.partition(":")
     hide(unquote(password))  # a server may echo it in an error
     token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    hide(token)  # or echo the header it was sent, its value split from `Basic` (logs.BASIC takes it whole)
     return urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {token}"}
 
 

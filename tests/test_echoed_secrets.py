@@ -156,3 +156,43 @@ def test_a_short_secret_after_an_ordinary_word_stays(secret):
     logs.hide(secret)
     line = f"source: {secret} file; monkey {secret}; expired {secret}; keys: {secret}; tokens {secret}"
     assert logs.redact(line) == line
+
+
+@pytest.mark.parametrize("echoed", ["A Basic YWxpY2U6SHVudGVyMlNlY3JldFBX B", "sent YWxpY2U6SHVudGVyMlNlY3JldFBX"],
+                         ids=["after-basic", "alone"])
+def test_a_urls_credentials_a_server_echoes_back_in_base64_are_shown_nowhere(tmp_path, slurmrestd, echoed):  # noqa: F811
+    """A server echoing the Authorization header it was sent showed the URL's user:password in
+    base64 (the plain password alone was hidden) in the error, the lake's state and the log."""
+    url, server = slurmrestd
+    server.plan += [(500, echoed.encode())] * 5
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url.replace("http://", "http://alice:Hunter2SecretPW@"),
+         "api_version": "v0.0.38", "max_attempts": 1}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "-vv", "inventory"])
+    assert result.exit_code == 3 and "answered HTTP 500: " in result.output, result.output
+    shown = result.output + lake_texts(tmp_path / "lake")
+    assert "YWxpY2U6SHVudGVyMlNlY3JldFBX" not in shown and "Hunter2SecretPW" not in shown
+    status = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--sources"])
+    assert "YWxpY2U6" not in status.output and "<redacted>" in status.output, status.output
+
+
+@pytest.mark.parametrize(("line", "shown"), [
+    ("proxy saw Authorization header Basic c3ZjOmhvdW5kLWRvZzk=, refused", "Basic <redacted>, refused"),
+    ("upstream refused Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJ4In0.sig", "refused Bearer <redacted>"),
+    ("Bearer authentication and Basic authentication are refused", None),
+    ("Basic YWJjZGVmZ2g is not a pair", None),
+])
+def test_a_basic_or_bearer_credential_is_redacted_without_its_header_name(line, shown):
+    """`Basic <base64 of a user:password pair>` and `Bearer <token>` as a server echoes them
+    (without `Authorization:` before them) are redacted in log lines and errors alike; the words
+    that follow the schemes in a sentence are not."""
+    assert logs.redact(line) == (line if shown is None else line[:line.index(shown.split()[0])] + shown)
+    assert str(SourceError(line)) == logs.redact(line)
+
+
+def test_an_error_redacts_what_a_log_line_does():
+    """Errors hid a URL's password and the hidden secrets only: a query's api_key, redacted in the
+    log, was shown on stderr, in status and the API. One function redacts both."""
+    error = SourceError("cannot read http://h:9/jobs?api_key=QueryKeySecret123&n=1", where="slurm",
+                        hint="check Authorization: Basic c3ZjOmhvdW5kLWRvZzk=")
+    assert str(error) == "slurm: cannot read http://h:9/jobs?api_key=<redacted>&n=1 — check Authorization: <redacted>"

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from service.core.logs import without_url_credentials
+from service.core.logs import redact
 from service.core.schema import MONEY, QUANTITY
 
 log = logging.getLogger(__name__)
@@ -27,11 +27,12 @@ class SpendlakeError(Exception):
     exit_code = 3
 
     def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
-        # a URL's password (a Prometheus or S3 endpoint configured with one, or echoed in a
-        # library's error) is never shown: errors reach terminals, logs, status and the API
-        self.message = without_url_credentials(message)
-        self.where = where and without_url_credentials(where)
-        self.hint = hint and without_url_credentials(hint)
+        # a credential (a URL's password, a query's api_key, an echoed Authorization header's
+        # `Basic`/`Bearer` value) is never shown: errors reach terminals, logs, the lake's state,
+        # status and the API, and go through the log lines' redaction
+        self.message = redact(message)
+        self.where = where and redact(where)
+        self.hint = hint and redact(hint)
         super().__init__(str(self))
 
     def __str__(self) -> str:

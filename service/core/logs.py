@@ -7,6 +7,7 @@ In a traceback, each exception's message is one line too; the frames keep theirs
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import time
@@ -29,14 +30,19 @@ URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#\"<>]+@"), r"
 REDACTIONS = (
     URL_CREDENTIALS,
     (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),
-    (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*['\"]?b?['\"]?)[^'\",\s}]+"), r"\1<redacted>"),
-    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?b?['\"]?)[^'\"}]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\",\s}]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"}]+"), r"\1<redacted>"),
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
     # a URL's query parameter holding a secret (the API token sent as `?token=`, in the access log)
     (re.compile(rf"(?i)([?&][a-z_-]*(?:{'|'.join(SECRET_KEYS)})=)[^&\s'\"]+"), r"\1<redacted>"),
 )
+# an Authorization header's credentials as a server echoes them without the header's name:
+# `Basic <base64 of user:password>` (what decodes to a `:` pair), `Bearer <token>` (a token
+# holding a digit or a sign: `Bearer authentication` is a phrase)
+BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
+BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]*[0-9._~+/-][A-Za-z0-9._~+/-]*=*)")
 
 
 # Secrets read from the environment (a slurmrestd JWT) or a URL's userinfo: no pattern knows
@@ -66,24 +72,30 @@ def hide(secret: str) -> None:
         SECRETS[secret] = None if len(secret) >= WORD_BELOW else as_a_value(secret)
 
 
-def without_url_credentials(text: str) -> str:
-    """`text` with the `user:password@` of every URL in it, and every hidden secret, redacted."""
+def redact(text: str) -> str:
+    """`text` with every credential redacted: a URL's `user:password@`, every hidden secret, the
+    shapes of REDACTIONS, a `Basic`/`Bearer` credential. The one path for errors (their message,
+    where and hint: what the CLI, the lake's state, status and the API show) and log lines."""
     pattern, replacement = URL_CREDENTIALS
     text = pattern.sub(replacement, text)  # first: a URL's whole userinfo goes, not its password alone
     for secret, value in tuple(SECRETS.items()):  # a copy: another thread may hide one meanwhile
         text = text.replace(secret, "<redacted>") if value is None else value.sub(redacted_value, text)
-    return text
+    for pattern, replacement in REDACTIONS:
+        text = pattern.sub(replacement, text)
+    text = BASIC.sub(lambda found: found[1] + "<redacted>" if _a_pair(found[2]) else found[0], text)
+    return BEARER.sub(r"\1<redacted>", text)
 
 
 def redacted_value(found: re.Match[str]) -> str:
     return (found[1] or "") + "<redacted>"  # what stands before it (`=`, `token `) kept
 
 
-def redact(text: str) -> str:
-    text = without_url_credentials(text)
-    for pattern, replacement in REDACTIONS:
-        text = pattern.sub(replacement, text)
-    return text
+def _a_pair(encoded: str) -> bool:
+    """Whether `encoded` is base64 of `user:password`, as HTTP Basic auth sends it."""
+    try:
+        return b":" in base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except ValueError:
+        return False
 
 
 class RedactingFilter(logging.Filter):

@@ -20,6 +20,7 @@ from service.core.coverage import STATE_KEY, billing_data_through, inventory_dat
 from service.core.errors import os_error
 from service.core.files import NotSynced
 from service.core.lake import Lake
+from service.core.logs import redact
 from service.core.timewindow import iso_utc
 
 STATES = ("ok", "stale", "failing", "no data", "not ingested")
@@ -38,7 +39,7 @@ def record_run(record: dict, error: Exception | None) -> None:
     if error is not None:
         record["failures_total"] = int(record.get("failures_total", 0)) + 1
         record["last_failure"] = iso_utc(now)
-        record["last_error"] = str(error)
+        record["last_error"] = redact(str(error))  # a SpendlakeError is already; a library's error not
     else:
         record["last_success"] = iso_utc(now)
     record["last_run_failed"] = error is not None  # the times, to the second, tie when both runs share one
