@@ -64,7 +64,8 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     policy = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
                    allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
                    respect_retry_after_header=True)
-    target = f"{url}?{urlencode(params, quote_via=quote, safe='')}" if params else url
+    joined = "&" if urlsplit(url).query else "?"  # a configured URL's own query (`?tenant=a`) kept
+    target = f"{url}{joined}{urlencode(params, quote_via=quote, safe='')}" if params else url
     limit = _Limit(timeout, where, settings)
     try:
         with bounded(urllib3.PoolManager()) as pool:
@@ -227,6 +228,14 @@ def _detail(body: bytes) -> str:
         if texts:
             return "; ".join(texts)[:300]
     return body[:300].decode(errors="replace").strip()
+
+
+def under(base: str, path: str) -> str:
+    """`base` (a configured URL) with `path` appended to its path, its query kept after it and
+    its fragment (never sent) dropped: `http://h/slurm?tenant=a` + `/slurmdb/v0.0.40/jobs` is
+    `http://h/slurm/slurmdb/v0.0.40/jobs?tenant=a`, where joining the text put the path in the query."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, fragment=""))
 
 
 def _basic_auth(url: str) -> tuple[str, dict[str, str]]:

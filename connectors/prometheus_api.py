@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from connectors.aws_sigv4 import Signer
-from connectors.http_json import get_json
+from connectors.http_json import get_json, under
 from service.core.errors import SourceError
 
 MAX_POINTS = 10_000
@@ -33,7 +33,7 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
     source's signer and what to do on a 403 (connectors/aws_sigv4.py `prometheus_access`);
     `config_path` the source's, under which errors name its timeout_seconds and max_attempts."""
     sign, denied = access
-    url = f"{base_url.rstrip('/')}/api/v1/query_range"
+    url = under(base_url, "/api/v1/query_range")
     merged: dict[tuple[tuple[str, str], ...], Series] = {}
     steps = MAX_POINTS
     first = start

@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 from pydantic import Field, field_validator, model_validator
 
-from connectors.http_json import get_json
+from connectors.http_json import get_json, under
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, said_ahead, source_files
 from connectors.sacct_files import file_attempts, written_as_json
@@ -131,14 +131,14 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
 
     def _from_slurmrestd(self, con: duckdb.DuckDBPyConnection, now: datetime) -> str:
         c = self.config
-        base = (c.url or "").rstrip("/")
+        base = c.url or ""
         headers = self._headers()
         version = c.api_version or self._newest_version(base, headers)
         end = now.astimezone(timezone.utc)
         start = end - timedelta(hours=c.lookback_hours)
         # Slurm reads `2026-12-01T00:00:00` in slurmrestd's local zone; `uts<epoch>` is the same everywhere.
         params = {"start_time": f"uts{int(start.timestamp())}", "end_time": f"uts{int(end.timestamp())}"}
-        url = f"{base}/slurmdb/{version}/jobs"
+        url = under(base, f"/slurmdb/{version}/jobs")
         data = get_json(url, params=params, headers=headers, timeout=c.timeout_seconds, attempts=c.max_attempts,
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}",
                         status_hints=self._refused(), config_path=self.config_path)
@@ -182,7 +182,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         errors = []
         for path in OPENAPI_PATHS:
             try:
-                spec = get_json(base + path, headers=headers, timeout=self.config.timeout_seconds,
+                spec = get_json(under(base, path), headers=headers, timeout=self.config.timeout_seconds,
                                 attempts=self.config.max_attempts, hint=f"check {self.config_path}.url",
                                 status_hints=self._refused(), config_path=self.config_path)
             except SourceError as exc:
@@ -194,7 +194,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                         if m]
             if versions:
                 return max(versions, key=lambda m: tuple(int(n) for n in m.groups()[1:])).group(1)
-            errors.append(f"{base}{path}: lists no /slurmdb/v*/jobs")
+            errors.append(f"{under(base, path)}: lists no /slurmdb/v*/jobs")
         raise SourceError("cannot tell which /slurmdb/<version>/jobs slurmrestd serves: " + "; ".join(errors),
                           where=base, hint=f"set {self.config_path}.api_version (e.g. v0.0.38), and start slurmrestd "
                                            "with the openapi/dbv0.0.XX plugin")

@@ -504,3 +504,24 @@ def test_gpu_shards_in_a_slurmrestd_answer_without_shared_gpus_are_said(tmp_path
     assert dict(jobs(tmp_path, "job_id, gpus"))["2"] == 0
     assert "1 record(s) hold gres/shard, which shares GPUs, and count 0 GPUs for it (their hours go to idle); the " \
            "first, job 2: set inventory[0].shared_gpus: {shard: <its count per GPU in gres.conf>}" in caplog.text
+
+
+def test_a_url_with_a_query_keeps_it_after_the_paths_asked(tmp_path, slurmrestd):
+    """`http://h/?tenant=a#top`: the discovery and jobs paths went after the query (or the
+    fragment), so slurmrestd was asked for `/` (404); the query now follows each path and joins
+    the window's parameters, the fragment (never sent) dropped."""
+    url, server = slurmrestd
+    assert run(tmp_path, url + "/?tenant=a#top", user_name="svc").error is None
+    (discovery, first, _), (path, query, _) = server.requests
+    assert (discovery, first, path) == ("/openapi/v3", {"tenant": ["a"]}, "/slurmdb/v0.0.38/jobs")
+    assert query["tenant"] == ["a"] and set(query) == {"tenant", "start_time", "end_time"}
+
+
+def test_a_prometheus_url_with_a_path_prefix_keeps_its_query_after_the_api_path(monkeypatch):
+    from connectors import prometheus_api
+    asked = []
+    monkeypatch.setattr(prometheus_api, "get_json", lambda url, **_: asked.append(url) or {
+        "status": "success", "data": {"resultType": "matrix", "result": []}})
+    prometheus_api.query_range("http://prom:9090/tenant/a/?org=7#x", "up", NOW - timedelta(hours=1), NOW, 60,
+                               timeout=1, attempts=1, hint="", access=(None, ""))
+    assert asked == ["http://prom:9090/tenant/a/api/v1/query_range?org=7"]
