@@ -217,7 +217,7 @@ def test_binds_loopback_by_default(tmp_path):
 
 
 def test_listening_beyond_loopback_without_a_token_warns_that_api_and_reports_are_open():
-    from service.serve.service import exposure_warning
+    from service.serve.exposure import exposure_warning
 
     for host in ("0.0.0.0", "::", "10.0.3.7", "fe80::1%eth0", "::ffff:10.0.3.7"):
         warning = exposure_warning(host, None)

@@ -13,7 +13,6 @@ letting go), is logged and the running one goes on.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import threading
@@ -27,6 +26,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.attribution import TOPS_FORMAT, tops_owner
 from service.serve.app import Api, api_token
+from service.serve.exposure import exposure_warning
 from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
@@ -367,23 +367,6 @@ class Service:
             return None
         announce("starting again with the reloaded config")
         return successor
-
-
-def exposure_warning(host: str, token: str | None) -> str | None:
-    """A line for a service reachable beyond this machine with no token: its API and reports
-    (every team's spend) are then open to anyone who can reach the port."""
-    if token:
-        return None
-    try:
-        address = ipaddress.ip_address(host.split("%")[0])
-        if address.is_loopback or getattr(address, "ipv4_mapped", None) and address.ipv4_mapped.is_loopback:
-            return None
-    except ValueError:  # a host name: bound to whatever it resolves to, so counted as reachable
-        if host == "localhost":
-            return None
-    return (f"warning: listening on {host} with no API token: /api and /reports (every team's spend) are open "
-            "to anyone who can reach this port; set service.api_token or $SPENDLAKE_API_TOKEN, or listen on "
-            "127.0.0.1")
 
 
 def serve(config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
