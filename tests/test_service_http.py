@@ -222,9 +222,44 @@ def test_listening_beyond_loopback_without_a_token_warns_that_api_and_reports_ar
     for host in ("0.0.0.0", "::", "10.0.3.7", "fe80::1%eth0", "::ffff:10.0.3.7"):
         warning = exposure_warning(host, None)
         assert warning and f"listening on {host} with no API token" in warning and "service.api_token" in warning
+        assert "/metrics" in warning
     for host, token in (("127.0.0.1", None), ("::1", None), ("::ffff:127.0.0.1", None), ("127.0.0.5", None),
-                        ("0.0.0.0", TOKEN)):
+                        ("127.0.0.1", TOKEN)):
         assert exposure_warning(host, token) is None
+    assert exposure_warning("0.0.0.0", TOKEN, "token") is None
+
+
+def test_listening_beyond_loopback_with_a_token_warns_that_metrics_stay_open():
+    """With api_token set, /api and /reports need it but /metrics (spend by team, project and
+    experiment) answered anyone, and serve said nothing of it."""
+    from service.serve.exposure import exposure_warning
+
+    warning = exposure_warning("0.0.0.0", TOKEN)
+    assert warning and "/metrics (spend by team, project and experiment) is open" in warning
+    assert "service.metrics_auth: token" in warning
+
+
+def test_metrics_auth_token_makes_metrics_need_the_token(tmp_path, serve_api):
+    config = make_config(tmp_path, api_token=TOKEN, metrics_auth="token")
+    base = serve_api(api_for(config, token=TOKEN))
+    status, headers, _ = get(base + "/metrics")
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+    assert get(base + "/metrics", token="wrong-token-0123456789")[0] == 401
+    status, _, body = get(base + "/metrics", token=TOKEN)
+    assert status == 200 and b"spendlake_" in body
+    assert get(base + "/healthz")[0] == 200 and get(base + "/readyz")[0] in (200, 503)
+
+
+def test_metrics_auth_token_without_a_token_is_a_config_error(tmp_path, monkeypatch):
+    from service.core.errors import ConfigError
+    from service.serve.app import api_token
+
+    monkeypatch.delenv("SPENDLAKE_API_TOKEN", raising=False)
+    with pytest.raises(ConfigError) as raised:
+        api_token(make_config(tmp_path, metrics_auth="token"))
+    assert raised.value.where == "service.metrics_auth" and "service.api_token" in raised.value.hint
+    monkeypatch.setenv("SPENDLAKE_API_TOKEN", TOKEN)
+    assert api_token(make_config(tmp_path, metrics_auth="token")) == TOKEN
 
 
 def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):

@@ -73,7 +73,11 @@ def api_token(config: Config) -> str | None:
     if token is not None and len(token) < 16:
         raise ConfigError(f"${TOKEN_ENV} is {len(token)} characters; it must be at least 16", where=f"${TOKEN_ENV}",
                           hint="set a longer random token, e.g. `openssl rand -hex 24`")
-    return token or (config.service.api_token or "").strip() or None
+    token = token or (config.service.api_token or "").strip() or None
+    if token is None and config.service.metrics_auth == "token":
+        raise ConfigError("is token, but no token is set for /metrics to need", where="service.metrics_auth",
+                          hint=f"set service.api_token or ${TOKEN_ENV}, or service.metrics_auth: open")
+    return token
 
 
 class Api:
@@ -89,7 +93,7 @@ class Api:
         self.reports = Reports(config)
         self.rollups = RollupsKept()
         self.routes: dict[str, Route] = {
-            "/metrics": Route(self.metrics),
+            "/metrics": Route(self.metrics, protected=config.service.metrics_auth == "token"),
             "/healthz": Route(self.healthz),
             "/readyz": Route(self.readyz, detailed=True),
             "/api/v1/status": Route(self.status, protected=True),

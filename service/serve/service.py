@@ -335,7 +335,7 @@ class Service:
                 host, port = server.server_address[:2]
                 host = f"[{host}]" if ":" in host else host
                 announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
-                if warning := exposure_warning(server.server_address[0], self.token):
+                if warning := exposure_warning(server.server_address[0], self.token, self.config.service.metrics_auth):
                     announce(warning)
                 scheduler.start()
                 # Poll rather than block on a lock: a signal delivered to another thread only
