@@ -132,3 +132,37 @@ def test_a_reader_goes_on_at_once_past_a_dead_ingests_pending_entries_while_a_wr
         (lake.locks / "ingest.lock").unlink()
         (lake.locks / "ingest.held" / "holder").unlink()
         assert lake.lock_holder("ingest") == "" and snapshot._committing(lake, lake.ledger_state())
+
+
+@pytest.mark.parametrize("planted", ["ingest.lock", "ingest.held", "ingest.held/holder"])
+def test_a_symbolic_link_planted_for_a_lock_file_is_refused_naming_it_and_the_file_it_points_to_is_untouched(
+        tmp_path, planted):
+    """The lock file and its holder were opened following links: a link planted in `_locks/` had
+    ingest and verify truncate the file it pointed to, outside the lake, and write the holder in it."""
+    lake = Lake(tmp_path / "lake")
+    (lake.locks / "ingest.held").mkdir(parents=True)
+    victim = tmp_path / ("victim_dir" if planted == "ingest.held" else "victim")
+    victim.mkdir() if planted == "ingest.held" else victim.write_text("precious\n")
+    if planted == "ingest.held":
+        (lake.locks / "ingest.held").rmdir()
+    (lake.locks / planted).symlink_to(victim)
+    with pytest.raises(DataError, match=rf"{planted} is a symbolic link \(to {victim}\).*rm ") as caught:
+        with lake.lock("ingest"):
+            pass
+    assert caught.value.exit_code == 3
+    assert (sorted(p.name for p in victim.iterdir()) == [] if victim.is_dir() else victim.read_text() == "precious\n")
+    (lake.locks / planted).unlink()
+    with lake.lock("ingest"):  # the file made again, a lock as before
+        pass
+
+
+def test_a_symbolic_link_for_the_ingest_lock_fails_ingest_with_exit_3_naming_it(tmp_path):
+    victim = tmp_path / "victim_lock"
+    victim.write_text("precious\n")
+    (tmp_path / "spendlake.yaml").write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "focus", "kind": "focus", "location": str(SAMPLE)}]}))
+    (tmp_path / "lake" / "_locks").mkdir(parents=True)
+    (tmp_path / "lake" / "_locks" / "ingest.lock").symlink_to(victim)
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "ingest"])
+    assert result.exit_code == 3 and "ingest.lock is a symbolic link" in result.output, result.output
+    assert victim.read_text() == "precious\n"

@@ -47,8 +47,9 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
     path = locks / f"{name}.lock"
     try:
         locks.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:  # a read-only lake: say so before anything runs
+        _not_a_link(path)
         raise os_error(exc) from None
     try:
         try:
@@ -110,8 +111,9 @@ def _pinned(locks: Path, name: str, path: Path) -> int | None:
     held = locks / f"{name}.held"
     try:
         held.mkdir(exist_ok=True)
-        pin = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+        pin = os.open(held, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
+        _not_a_link(held)
         if held.exists() and not held.is_dir():  # the guard would be off without a word
             raise DataError(f"{held} is a file, not the folder spendlake locks beside {path.name}: without it a "
                             f"lock file removed while held would let a second writer in", where=str(held),
@@ -156,7 +158,7 @@ def lock_holder(locks: Path, name: str) -> str | None:
     `.held/` folder when that file was removed or replaced while held (the folder still locked:
     see `_pinned`); "" while one does that has not written itself yet; None while none does."""
     try:
-        fd = os.open(locks / f"{name}.lock", os.O_RDONLY)
+        fd = os.open(locks / f"{name}.lock", os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:  # never locked, removed, or not readable: the folder tells
         fd = None
     if fd is not None:
@@ -171,11 +173,26 @@ def lock_holder(locks: Path, name: str) -> str | None:
 
 
 def _write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        _not_a_link(path)
+        raise
     try:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
+
+
+def _not_a_link(path: Path) -> None:
+    """A DataError when `path`, a lock file, its `.held/` folder or the holder in it, is a symbolic
+    link: they are opened with O_NOFOLLOW, as writing through one would truncate and write the file
+    it points to, outside the lake (one planted in `_locks/`)."""
+    if path.is_symlink():
+        raise DataError(f"{path} is a symbolic link (to {os.readlink(path)}), which spendlake does not open: its "
+                        f"lock would write where the link points", where=str(path),
+                        hint=f"make sure no spendlake runs on this lake, then remove the link (`rm {path}`); the next "
+                             f"command makes the file again") from None
 
 
 def _holder_in(held: Path) -> str:
@@ -190,7 +207,7 @@ def _holder_in(held: Path) -> str:
 
 def _held(folder: Path) -> bool:
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
