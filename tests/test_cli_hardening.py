@@ -459,3 +459,18 @@ def test_a_terminal_that_cannot_print_a_character_is_one_error_line_not_a_traceb
     assert shown.stderr == ("error: this terminal's encoding (iso8859-1) cannot print '\\u2728': "
                             "use a UTF-8 locale (LANG=C.UTF-8) or PYTHONIOENCODING=utf-8\n")
     assert CliRunner().invoke(cli, ["--config", str(config), "config", "validate"]).exit_code == 0  # UTF-8 prints it
+
+
+@pytest.mark.parametrize("args, said", [
+    (["attribute", *WINDOW, "--by", "x" * 100_000], "--by: unknown dimension 'x"),
+    (["attribute", *WINDOW, "--where", "x" * 100_000], "--where: cannot read 'x"),
+    (["attribute", *WINDOW, "--where", "team!" + "x" * 100_000], "--where: cannot read 'team!x"),
+    (["runs", *WINDOW, "--by", "x" * 100_000], "--by: runs cannot be grouped by 'x"),
+    (["commitments", *WINDOW, "--by", "x" * 100_000], "--by: unknown dimension(s) x"),
+    (["attribute", *WINDOW, "--where", "project=" + "x" * 100_000], "--where project=x"),
+], ids=["attribute-by", "where", "where-not-equal", "runs-by", "commitments-by", "where-matching-nothing"])
+def test_a_very_long_value_is_echoed_cut_with_its_length(base, args, said):
+    """A 100,000-character --by or --where was echoed whole in the exit 2 message (or the warning)."""
+    result = invoke("--config", str(base / "spendlake.yaml"), *args)
+    assert said in result.output and "… (100,0" in result.output, result.output[:400]
+    assert len(result.output) < 2_000 and "x" * 201 not in result.output

@@ -40,6 +40,7 @@ from service.attribution.query import cli_option, listed_once
 from service.core.coverage import anchored_window, snapshot_data_end
 from service.core.errors import UsageError
 from service.core.lake import READER_MEMORY_LIMIT, Lake
+from service.core.output import cut
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, data_anchored, iso_utc, share_in_window
 from service.core.units import naive_utc
@@ -154,7 +155,7 @@ def commitments(lake: Lake, config: Config, window: Window, by: tuple[str, ...] 
     end, re-anchored to the state read (an ingest committing before the read moves the end)."""
     unknown = [d for d in by if d not in config.attribution.dimensions]
     if unknown:
-        raise UsageError(f"unknown dimension(s) {', '.join(unknown)}", where=naming("by"),
+        raise UsageError(f"unknown dimension(s) {', '.join(map(cut, unknown))}", where=naming("by"),
                          hint=f"valid dimensions: {', '.join(config.attribution.dimensions)}")
     def read(snap: Snapshot) -> tuple[Window, list[Commitment], dict]:
         at = window if anchored is None else anchored(end=snapshot_data_end(lake, snap))

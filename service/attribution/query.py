@@ -20,6 +20,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE, JOB_DIMENSIONS
 from service.core.errors import UsageError
 from service.core.folding import folded
+from service.core.output import quoted
 from service.core.timewindow import Window, data_anchored, parse_window, utc_now
 
 Naming = Callable[[str], str]
@@ -112,7 +113,7 @@ def listed_once(names: Sequence[str], where: str) -> tuple[str, ...]:
     found = tuple(name.strip() for name in names if name.strip())
     for name in found:
         if found.count(name) > 1:
-            raise UsageError(f"{name!r} is named {found.count(name)} times", where=where,
+            raise UsageError(f"{quoted(name)} is named {found.count(name)} times", where=where,
                              hint="name each dimension once")
     return found
 
@@ -125,7 +126,7 @@ def check_dimensions(config: AttributionConfig, names: Sequence[str], where: str
             raise UsageError(f"{name!r} is a dimension of shared GPU clusters: add `clusters:` under `attribution:` "
                              "(README: Shared GPU clusters)", where=where,
                              hint=f"valid dimensions now: {', '.join(config.dimensions)}")
-        raise UsageError(f"unknown dimension {name!r}", where=where,
+        raise UsageError(f"unknown dimension {quoted(name)}", where=where,
                          hint=f"valid dimensions: {', '.join(config.dimensions)}")
 
 
@@ -138,9 +139,9 @@ def parse_where(config: AttributionConfig | Config, items: Sequence[str],
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not value.strip():
-            raise UsageError(f"cannot read {item!r}", where=naming("where"), hint="use DIMENSION=VALUE, e.g. team=nlp")
+            raise UsageError(f"cannot read {quoted(item)}", where=naming("where"), hint="use DIMENSION=VALUE, e.g. team=nlp")
         if name.rstrip()[-1:] in ("!", "<", ">", "~"):  # `team!=nlp`: not an unknown dimension `team!`
-            raise UsageError(f"cannot read {item!r}: a filter keeps the rows equal to a value", where=naming("where"),
+            raise UsageError(f"cannot read {quoted(item)}: a filter keeps the rows equal to a value", where=naming("where"),
                              hint="use DIMENSION=VALUE, repeated for several values of one dimension, e.g. team=nlp")
         check_dimensions(config, [name.strip()], naming("where"))
         where[name.strip()] = where.get(name.strip(), ()) + (value,)

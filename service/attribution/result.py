@@ -8,6 +8,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from service.core.output import cut
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, iso_utc, past_the_data
 
@@ -122,7 +123,7 @@ class AttributionResult:
             if self.compare:
                 total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
             totals.append(total)
-        notes = [f"{dim}={value} matches nothing in the lake; {hint}" for dim, value, hint in self.unmatched] + [
+        notes = [f"{dim}={cut(value)} matches nothing in the lake; {hint}" for dim, value, hint in self.unmatched] + [
             *self.reserved, *self.notes, *([self.unbilled] if self.unbilled else []),
             *([f"{self.unreached} (the data runs through {iso_utc(self.data_through)})"] if self.unreached else []),
             *self.warnings]

@@ -14,6 +14,7 @@ from service.attribution.query import Naming, cli_option, listed_once, top_rows
 from service.attribution.sql import MEASURES
 from service.core.errors import UsageError
 from service.core.job_states import STATE_SYNONYMS, STATES
+from service.core.output import quoted
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, data_anchored, parse_window, utc_now
 
@@ -50,12 +51,12 @@ class RunsQuery:
         groups = listed_once((by or "").split(","), naming("by"))
         for name in groups:
             if name not in RUN_GROUPS:
-                raise UsageError(f"runs cannot be grouped by {name!r}", where=naming("by"),
+                raise UsageError(f"runs cannot be grouped by {quoted(name)}", where=naming("by"),
                                  hint=f"use some of {', '.join(RUN_GROUPS)}")
         states = tuple(dict.fromkeys(_job_state(s, naming("state")) for s in (state or "").split(",") if s.strip()))
         top_n = top_rows(top, naming("top"))
         if (cost or "billed") not in MEASURES:
-            raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
+            raise UsageError(f"unknown cost {quoted(cost)}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
         if run is not None and not run.strip():
             raise UsageError("the run id is empty", where=naming("run"), hint="name a run, e.g. its run_id")
         if not since:  # one run: its own span, found in the lake by `runs`

@@ -10,7 +10,7 @@ import click
 
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
-from service.core.output import to_json
+from service.core.output import cut, to_json
 from service.core.timewindow import fixed_end, minute_text
 from service.core.units import currency_text, exact_text, is_tty, money_text, percent_change_text
 from service.report.rounding import gaps
@@ -229,7 +229,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     answer = attribute_query(lake, config, query, engine=engine_config, job_rules=True)  # the job rules on its connection
     result = with_notes(lake, config, query, answer, engine=engine_config)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
-        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
+        click.echo(f"warning: --where {dim}={cut(value)} matches nothing in the lake; {hint}", err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
         click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
     for note in result.reserved:

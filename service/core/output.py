@@ -31,6 +31,20 @@ BIDI_CONTROLS = re.compile(f"[{BIDI}]")
 JSON_UNSAFE = re.compile(f"[\x7f-\x9f{BIDI}]")
 
 
+ECHOED = 200  # characters of a value a user gave that a message echoes (a 100,000-character --by)
+
+
+def cut(value: str, limit: int = ECHOED) -> str:
+    """A value the user gave as a message echoes it: whole up to `limit` characters, else its
+    start and how long it is."""
+    return value if len(value) <= limit else f"{value[:limit]}… ({len(value):,} characters)"
+
+
+def quoted(value: str, limit: int = ECHOED) -> str:
+    """`value` quoted as repr() quotes it, cut as `cut` does (the count outside the quotes)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}… ({len(value):,} characters)"
+
+
 def printable(text: str) -> str:
     """`text` for a terminal: control characters shown as escapes (`\\x1b`, `\\u202e`), never
     run. Tag values, job names and ids are anyone's text."""
