@@ -216,6 +216,14 @@ def test_62_a_bidi_override_in_a_tag_is_shown_as_its_escape_on_the_page():
     assert "\u202e" not in html and html.count("\\u202eevil") >= 2  # the cell and the chart (summary.md: md)
 
 
+def test_a_nul_or_escape_in_a_tag_is_shown_as_its_escape_on_the_page():
+    """A tag value holding NUL or ESC went raw into report.html (HTML forbids them in text)."""
+    report = sample_report()
+    report.sections[0].tables[0].rows[0]["team"] = "nul\x00esc\x1b"
+    html = render_files(report)["report.html"].decode()
+    assert "\x00" not in html and "\x1b" not in html and "nul\\x00esc\\x1b" in html
+
+
 def test_csv_cells_that_look_like_formulas_are_neutralised_and_numbers_stay_numbers():
     lines = render_csvs(sample_report())["top_experiments.csv"].splitlines()
     assert lines[0] == "experiment,currency,cost"

@@ -151,6 +151,16 @@ def test_readyz_and_status_flag_data_that_stopped_advancing_though_ingest_succee
     assert api_for(relaxed).handle("/readyz", {}, None).status == 200
 
 
+def test_a_control_character_in_a_tag_is_an_escape_in_the_metrics_labels(tmp_path, serve_api):
+    """A team tag holding NUL went raw into /metrics' labels (prometheus_client escapes \\, " and
+    a line feed only)."""
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", [(hours_ago(3), hours_ago(2), "USD", "2", {"team": "nul\x00team\x1b"})])
+    status, _, body = get(serve_api(api_for(config)) + "/metrics")
+    assert status == 200 and b"\x00" not in body and b"\x1b" not in body
+    assert b'team="nul\\\\x00team\\\\x1b"' in body
+
+
 def test_errors_are_json_and_unknown_parameters_are_rejected(tmp_path, serve_api):
     base = serve_api(api_for(make_config(tmp_path)))
     status, headers, body = get(base + "/api/v1/status?verbose=1&since=7d")

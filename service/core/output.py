@@ -27,6 +27,7 @@ CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 # of its line backwards, `$7.09` as `90.7$` (Trojan Source, CVE-2021-42574)
 BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # a character class's ranges
 BIDI_CONTROLS = re.compile(f"[{BIDI}]")
+HTML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # controls but tab, line feed, form feed, CR
 # what json.dumps(ensure_ascii=False) leaves as it is (it escapes C0 controls only): DEL, C1, bidi
 JSON_UNSAFE = re.compile(f"[\x7f-\x9f{BIDI}]")
 
@@ -49,6 +50,12 @@ def printable(text: str) -> str:
     """`text` for a terminal: control characters shown as escapes (`\\x1b`, `\\u202e`), never
     run. Tag values, job names and ids are anyone's text."""
     return without_bidi_controls(CONTROLS.sub(_escaped, text))
+
+
+def for_html(page: str) -> str:
+    """A rendered page with the characters HTML forbids in text shown as escapes (a tag value's
+    NUL or ESC), and no bidi control: its template holds none, so any came from a value."""
+    return without_bidi_controls(HTML_FORBIDDEN.sub(_escaped, page))
 
 
 def one_line(text: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from service.core.output import printable, to_csv, to_json, without_bidi_controls
+from service.core.output import for_html, printable, to_csv, to_json
 from service.core.units import percent_change_text, shown_money
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report, Table, ranked_title
@@ -118,8 +118,8 @@ def _environment() -> Environment:
 
 def render_html(report: Report) -> str:
     template = _environment().get_template("report.html.j2")
-    # the template holds no bidi control, so any on the page came from a value (a tag, a job name)
-    return without_bidi_controls(template.render(report=report, script=Markup(SCRIPT), script_hash=SCRIPT_HASH))
+    # the template holds no control character, so any on the page came from a value (a tag, a job name)
+    return for_html(template.render(report=report, script=Markup(SCRIPT), script_hash=SCRIPT_HASH))
 
 
 def render_csvs(report: Report) -> dict[str, str]:

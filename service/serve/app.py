@@ -16,6 +16,7 @@ import binascii
 import hmac
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,6 +79,17 @@ def api_token(config: Config) -> str | None:
         raise ConfigError("is token, but no token is set for /metrics to need", where="service.metrics_auth",
                           hint=f"set service.api_token or ${TOKEN_ENV}, or service.metrics_auth: open")
     return token
+
+
+# A control character but tab and line feed (which prometheus_client writes as `\\n`): only a
+# label value (a tag's, a job name's) holds one in a scrape, where it went raw (a NUL)
+METRIC_CONTROLS = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def without_controls(scrape: bytes) -> bytes:
+    """The exposition text with each control character in a label value written as an escape
+    (`\\x00`: a backslash, escaped as the format wants, and the character's code)."""
+    return METRIC_CONTROLS.sub(lambda found: b"\\\\x%02x" % found[0][0], scrape)
 
 
 class Api:
@@ -169,7 +181,7 @@ class Api:
     # ---- routes --------------------------------------------------------------------------
 
     def metrics(self, query: Query) -> Response:
-        return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+        return Response(200, without_controls(generate_latest(self.registry)), CONTENT_TYPE_LATEST)
 
     def healthz(self, query: Query) -> Response:
         return json_response(200, {"status": "ok"})
