@@ -196,3 +196,15 @@ def test_an_error_redacts_what_a_log_line_does():
     error = SourceError("cannot read http://h:9/jobs?api_key=QueryKeySecret123&n=1", where="slurm",
                         hint="check Authorization: Basic c3ZjOmhvdW5kLWRvZzk=")
     assert str(error) == "slurm: cannot read http://h:9/jobs?api_key=<redacted>&n=1 — check Authorization: <redacted>"
+
+
+def test_a_last_error_an_older_version_stored_unredacted_is_shown_redacted():
+    """status, /api/v1/status and /readyz read a source's last error from the lake's state,
+    where an older version stored an echoed `Basic` credential and a query's api_key as they came."""
+    from service.ingest.freshness import current_error
+
+    stored = "answered HTTP 500: A Basic YWxpY2U6SHVudGVyMlNlY3JldFBX B; GET /jobs?api_key=QueryKeySecret123"
+    assert current_error({"last_run_failed": True, "last_error": stored}) == \
+        "answered HTTP 500: A Basic <redacted> B; GET /jobs?api_key=<redacted>"
+    assert current_error({"last_failure": "2026-12-01T00:00:00Z", "last_error": stored}).endswith("api_key=<redacted>")
+    assert current_error({"last_run_failed": False, "last_error": stored}) is None

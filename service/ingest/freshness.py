@@ -224,10 +224,12 @@ def source_freshness(config: Config, lake: Lake, now: datetime) -> list[SourceFr
 
 def current_error(record: dict) -> str | None:
     """The last error of a source's record, when its last run failed after its last success
-    (as `last_run_failed` says: a record written before it, by the times)."""
+    (as `last_run_failed` says: a record written before it, by the times), redacted again: a
+    record an older version wrote may hold what it did not redact (a `Basic` credential)."""
     if record.get("last_run_failed") is not None:
-        return record.get("last_error") if record["last_run_failed"] else None
-    failed, succeeded = record.get("last_failure"), record.get("last_success")
-    if failed and (not succeeded or parse_utc(failed) > parse_utc(succeeded)):
-        return record.get("last_error")
-    return None
+        error = record.get("last_error") if record["last_run_failed"] else None
+    else:
+        failed, succeeded = record.get("last_failure"), record.get("last_success")
+        error = record.get("last_error") if failed and (not succeeded or parse_utc(failed) > parse_utc(succeeded)) \
+            else None
+    return error and redact(error)
