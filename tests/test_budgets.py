@@ -182,6 +182,33 @@ def test_a_budget_names_the_spend_of_its_scope_in_other_currencies_it_leaves_out
     assert finding.evidence["left_out"] == [{"currency": "EUR", "actual": "250.00"}]
 
 
+def test_a_budget_counts_the_cost_it_names_billed_by_default_or_effective(tmp_path):
+    # nlp's GPUs ran on a Savings Plan: billed 0 (the fee is its own line, on no team), effective 60;
+    # cv ran on demand, billed and effective 40. A budget counted nlp's $0 whatever it was for.
+    lines = [line("2026-11-01 00:00", "0", end="2026-11-02 00:00", effective="60", tags={"team": "nlp"}),
+             line("2026-11-01 00:00", "40", end="2026-11-02 00:00", tags={"team": "cv"}),
+             line("2026-11-01 00:00", "720", end="2026-11-02 00:00", effective="0", category="Purchase")]
+    lake = make_lake(tmp_path, lines)
+    _, shown = budgets_json(lake, [{"name": "nlp-billed", "value": "nlp", "amount": 100},
+                                   {"name": "nlp-effective", "value": "nlp", "amount": 100, "cost": "effective"},
+                                   {"name": "cv-effective", "value": "cv", "amount": 100, "cost": "effective"}])
+    rows = {row["budget"]: row for row in json.loads(shown.stdout)}
+    assert {name: (row["cost"], row["actual"], row["used_pct"]) for name, row in rows.items()} == {
+        "nlp-billed": ("billed", "0.00", "0.0"), "nlp-effective": ("effective", "60.00", "60.0"),
+        "cv-effective": ("effective", "40.00", "40.0")}
+    path = lake.root.parent / "spendlake.yaml"
+    csv_out = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "csv"])
+    assert csv_out.stdout.splitlines()[0].startswith("budget,dimension,value,cost,currency,"), csv_out.stdout
+    # the number `attribute --cost effective` shows
+    attributed = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "2026-11-01", "--until",
+                                          "2026-11-02", "--cost", "effective", "--format", "json"])
+    assert {r["team"]: r["cost"][:5] for r in json.loads(attributed.stdout)["rows"]}["nlp"] == "60.00"
+    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake),
+                                "budgets": [{"name": "x", "value": "nlp", "amount": 1, "cost": "list"}]}))
+    refused = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert refused.exit_code == 2 and "budgets[0].cost: must be one of billed or effective" in refused.output, refused.output
+
+
 def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):
     today = datetime.utcnow().date()
     lake = budget_lake(tmp_path, today=today)
@@ -278,6 +305,7 @@ def test_the_readme_budgets_example_loads_as_documented(tmp_path):
     assert (budget.name, budget.dimension, budget.value, budget.amount, budget.currency) == (
         "pretrain-gpu", "team", "pretrain", Decimal(250000), "USD")
     assert budget.lines == (Decimal("0.5"), Decimal("0.8"), Decimal("1.0")) and budget.on == ("actual", "forecast")
+    assert budget.cost == "billed"
 
 
 def test_budgets_piped_without_format_keep_the_json_contract_of_format_json(tmp_path):

@@ -9,7 +9,7 @@ from service.cli.params import SingleValueCommand
 from service.core.output import one_line
 from service.core.units import money_text
 
-COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used_pct", "forecast",
+COLUMNS = ["budget", "dimension", "value", "cost", "currency", "amount", "actual", "used_pct", "forecast",
            "forecast_low", "forecast_high", "forecast_pct", "days_left", "status"]
 MONEY = ("amount", "actual", "forecast", "forecast_low", "forecast_high")
 

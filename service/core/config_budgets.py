@@ -8,6 +8,12 @@
         currency: USD               # an ISO 4217 code
         lines: [0.5, 0.8, 1.0]      # fractions of the amount that raise a finding
         on: [actual, forecast]      # which spend the lines apply to
+        cost: billed                # billed (the invoice's, the default) | effective (amortized)
+
+`cost` is the cost a budget counts, as `attribute --cost` names it: `billed` what the invoice
+charges each day (a Savings Plan's or reservation's fee on its own line, the usage it covers at
+0), `effective` the amortized cost (that fee spread over the usage it covered): a team whose GPUs
+run on a commitment spends $0 billed and its share of the commitment effective.
 
 A list's errors are told at once: each budget's own, a name used twice and a dimension not
 declared (`each_budget`), where a section's checks would wait for its budgets' fields to pass.
@@ -44,6 +50,7 @@ class BudgetConfig(Strict):
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     lines: tuple[Decimal, ...] = (Decimal("0.5"), Decimal("0.8"), Decimal("1.0"))
     on: tuple[Literal["actual", "forecast"], ...] = ("actual", "forecast")
+    cost: Literal["billed", "effective"] = "billed"
 
     @field_validator("amount")
     @classmethod

@@ -29,17 +29,18 @@ from service.findings.forecast import Forecast, forecast_month, history_start, m
 Spend = dict[tuple[str, str | None, date | None], Decimal]
 
 
-def _query(config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
+def _query(config: Config, dimension: str, cost: str, values: list[str], since: datetime, until: datetime,
            granularity: str) -> AttributionQuery:
-    """The attribution of every budget of a dimension over [since, until) (naive UTC), per day
-    or month (`granularity="month"`: its first day), each value's as `--where` alone gives it."""
+    """The attribution of every budget of a dimension and cost over [since, until) (naive UTC),
+    per day or month (`granularity="month"`: its first day), each value's as `--where` alone
+    gives it."""
     window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
-    return AttributionQuery(window, (dimension,), {dimension: tuple(values)},
+    return AttributionQuery(window, (dimension,), {dimension: tuple(values)}, cost,
                             granularity=granularity).validated(config.attribution, naming=api_parameter)
 
 
 def _spend(result: AttributionResult) -> tuple[Spend, dict[str, tuple[str, bool]]]:
-    """(folded value, currency, day or None) → attributed billed cost of each value in `result`;
+    """(folded value, currency, day or None) → attributed cost of each value in `result`;
     and the values no cost line of the lake carries (folded), with their closest known values
     and whether one of those nearly spells it (a likely typo)."""
     [dimension] = result.by
@@ -169,7 +170,8 @@ class BudgetStatus:
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
-        return {"budget": b.name, "month": self.month, "dimension": b.dimension, "value": b.value, "currency": b.currency,
+        return {"budget": b.name, "month": self.month, "dimension": b.dimension, "value": b.value, "cost": b.cost,
+                "currency": b.currency,
                 "amount": _money(b.amount), "actual": _money(o.actual), "forecast": _money(o.forecast),
                 "forecast_low": _money(o.low), "forecast_high": _money(o.high),
                 "used_pct": _pct(self.used_ratio), "forecast_pct": _pct(self.forecast_ratio),
@@ -195,26 +197,27 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
     `snapshot` (a command's: `rules run`'s) when given."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
-    dimensions = list(dict.fromkeys(b.dimension for b in config.budgets))
+    scopes = list(dict.fromkeys((b.dimension, b.cost) for b in config.budgets))
     queries = []
-    for dimension in dimensions:
-        values = list(dict.fromkeys(b.value for b in config.budgets if b.dimension == dimension))
+    for dimension, cost in scopes:
+        values = list(dict.fromkeys(b.value for b in config.budgets if (b.dimension, b.cost) == (dimension, cost)))
         # the days (the forecast's rate), and both months in one query (each its own split, as
         # one over it alone)
-        queries += [_query(config, dimension, values, since, until, "day"),
-                    _query(config, dimension, values, previous, at, "month")]
+        queries += [_query(config, dimension, cost, values, since, until, "day"),
+                    _query(config, dimension, cost, values, previous, at, "month")]
     # every budget's attributions from one read: a period without a stored rollup is rolled up
     # from its raw lines once for all of them
     results = attribute_queries(lake, config, queries, snapshot=snapshot) if queries else []
-    spend: dict[str, tuple[dict, dict, Spend, dict[str, str]]] = {}  # this month, the one before: (value, currency)
-    for dimension, days_result, months_result in zip(dimensions, results[::2], results[1::2]):
+    # per (dimension, cost): this month, the one before, (value, currency) → cost; the days; the unmatched
+    spend: dict[tuple[str, str], tuple[dict, dict, Spend, dict[str, str]]] = {}
+    for scope, days_result, months_result in zip(scopes, results[::2], results[1::2]):
         days, unmatched = _spend(days_result)
         months, _ = _spend(months_result)
-        spend[dimension] = tuple({(value, currency): cost for (value, currency, first), cost in months.items()
-                                  if first == start.date()} for start in (this_month, previous)) + (days, unmatched)
+        spend[scope] = tuple({(value, currency): cost for (value, currency, first), cost in months.items()
+                              if first == start.date()} for start in (this_month, previous)) + (days, unmatched)
     statuses = []
     for b in config.budgets:
-        month, closed, days, unmatched = spend[b.dimension]
+        month, closed, days, unmatched = spend[(b.dimension, b.cost)]
         value = folded(b.value)
         actual = month.get((value, b.currency), Decimal(0))
         last = closed.get((value, b.currency))

@@ -7,8 +7,9 @@ The report day D is judged as of D's end (the next midnight UTC), the instant `s
 budgets` uses when the bill runs through D. That instant closes D's month (as `--since mtd`
 reads it, service/core/timewindow.py): the report of a month's last day shows how that month
 came out (its forecast is its actual), not a new month without spend.
-The actual is the month's window to D's end attributed at once, so it equals the team's month
-to date in the spend table and `spendlake attribute` over that window.
+The actual is the month's window to D's end attributed at once, so it equals `spendlake attribute
+--cost C` over that window, C the budget's `cost:`, and for a billed budget (the default) the
+team's month to date in the spend table.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     title = f"Budgets, {month_name(month_bounds(until)[0])} as of {minute_text(until)}: actual, forecast and warning lines"
     table = Table("budgets", title, [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
-        Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
+        Column("cost", "cost"), Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
         Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),
         Column("forecast_low", "forecast low", "money", in_html=False),
         Column("forecast_high", "forecast high", "money", in_html=False),
@@ -47,7 +48,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     for status in statuses:
         budget, outlook = status.budget, status.outlook
         table.rows.append({
-            "budget": budget.name, "dimension": budget.dimension, "value": budget.value,
+            "budget": budget.name, "dimension": budget.dimension, "value": budget.value, "cost": budget.cost,
             "currency": budget.currency, "amount": budget.amount, "actual": outlook.actual,
             "used_pct": (status.used_ratio * 100).quantize(TENTH), "forecast": outlook.forecast.quantize(CENT),
             "forecast_low": outlook.low.quantize(CENT), "forecast_high": outlook.high.quantize(CENT),
