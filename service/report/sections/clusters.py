@@ -3,8 +3,13 @@ what failed, cancelled and otherwise unfinished jobs cost, cost by job type per 
 cluster's idle share.
 
 Every number comes from the allocation that `spendlake attribute`, `spendlake runs` and
-`cluster_usage` share (billed cost), so a run's cost here is its `spendlake runs` cost, and a
-cluster's jobs plus idle equal what its instances cost. A config without `clusters:` has no
+`cluster_usage` share, in the cost `report.clusters_cost` names: effective (amortized) by
+default, so a run's cost here is its `spendlake runs --cost effective` cost, and a cluster's jobs
+plus idle equal what its instances cost. Effective, not billed, because a node on a Savings Plan
+or reservation is billed 0 for its hours (the commitment's fee is its own line, on no run): its
+runs would read $0 and its idle nothing, where a research lead reading cost per GPU-hour wants
+their share of the commitment. The report's headlines and spend tables stay billed (they tie to
+the invoice); the section's note says which cost it shows. A config without `clusters:` has no
 such section.
 """
 
@@ -33,18 +38,30 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
         return []
     until = day_start(day) + timedelta(days=1)
     month = Window(day_start(day.replace(day=1)), until)
-    usage = cluster_usage(lake, config, month)
+    cost = config.report.clusters_cost
+    usage = cluster_usage(lake, config, month, cost=cost)
     if not usage.clusters:
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
     names = {c.cluster for c in usage.clusters}
     # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
     unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
     del usage
-    by_type, chart = job_type_days(config, lake, Window(until - timedelta(days=TREND_DAYS), until), names)
-    tables = [top_runs(config, lake, month, top), unfinished, idle, by_type]
-    return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [],
-                    note="Billed cost of the clusters' instances, placed on jobs by the GPU-seconds they held; "
-                         "what no job held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).")]
+    by_type, chart = job_type_days(config, lake, Window(until - timedelta(days=TREND_DAYS), until), names, cost)
+    tables = [top_runs(config, lake, month, top, cost), unfinished, idle, by_type]
+    return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=COST_NOTES[cost])]
+
+
+# which cost the section shows, and how to ask for the other (module docstring)
+COST_NOTES = {
+    "effective": "Effective (amortized) cost of the clusters' instances: a node on a Savings Plan or reservation "
+                 "costs its share of the commitment, not the $0 its hours are billed (the headlines and spend "
+                 "tables above are billed; `report.clusters_cost: billed` for the invoice's figures here). Placed "
+                 "on jobs by the GPU-seconds they held; what no job held is the cluster's idle (`spendlake runs "
+                 "--cost effective`, `attribute --by job_type --cost effective`).",
+    "billed": "Billed cost of the clusters' instances (`report.clusters_cost: billed`: a node on a Savings Plan or "
+              "reservation is billed $0 for its hours), placed on jobs by the GPU-seconds they held; what no job "
+              "held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).",
+}
 
 
 # a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (shares.py)
@@ -54,8 +71,8 @@ WHY_NO_IDLE_SHARE = ("credits or negations make its instances' cost net (or 0), 
 NO_IDLE_SHARE = f"A run's idle share shows — where {WHY_NO_IDLE_SHARE}."
 
 
-def top_runs(config: Config, lake: Lake, month: Window, top: int) -> Table:
-    result = runs(lake, config, RunsQuery(month, top=top))
+def top_runs(config: Config, lake: Lake, month: Window, top: int, cost: str = "billed") -> Table:
+    result = runs(lake, config, RunsQuery(month, top=top, cost=cost))
     rows = [{"run": r.run, "team": r.values.get("team"), "project": r.values.get("project"),
              "job_type": r.values.get("job_type"), "cluster": r.values.get("cluster"), "jobs": r.jobs,
              "gpu_hours": r.gpu_hours, "state": r.state, "currency": r.currency, "cost": r.cost,
@@ -103,9 +120,10 @@ def idle_by_cluster(usage) -> Table:
         notes=share_notes(rows, "idle", lambda row: row["cost"]))
 
 
-def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]) -> tuple[Table, Chart | None]:
+def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str],
+                  cost: str = "billed") -> tuple[Table, Chart | None]:
     """Cost of the clusters' instances per day and job type (`idle` the GPUs no job held)."""
-    result = attribute(lake, config, window, by=("cluster", "job_type"), granularity="day")
+    result = attribute(lake, config, window, by=("cluster", "job_type"), cost=cost, granularity="day")
     cells: dict[tuple[str, str, str | None], Decimal] = defaultdict(Decimal)
     for row in result.rows:
         if row.values["cluster"] in clusters:
@@ -116,8 +134,8 @@ def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]
     table.rows = [{"period": p, "job_type": t, "currency": c, "cost": v} for (p, t, c), v in sorted(
         cells.items(), key=lambda kv: (kv[0][0], str(kv[0][2]), kv[0][1]))]
     per_currency: dict[str | None, Decimal] = defaultdict(Decimal)
-    for (_, _, currency), cost in cells.items():
-        per_currency[currency] += cost
+    for (_, _, currency), amount in cells.items():
+        per_currency[currency] += amount
     if not per_currency or max(per_currency.values()) <= 0:
         return table, None
     currency = max(per_currency, key=lambda c: (per_currency[c], str(c)))
@@ -125,4 +143,5 @@ def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]
     types = sorted({t for (_, t, c) in cells if c == currency},
                    key=lambda t: (-sum(v for (_, k, c), v in cells.items() if k == t and c == currency), t))
     series = {t: [cells.get((d, t, currency), ZERO) for d in days] for t in types}
-    return table, Chart("stacked", titled("Cluster cost by job type per day", currency), days, series, currency or "")
+    return table, Chart("stacked", titled(f"Cluster cost by job type per day, {cost}", currency), days, series,
+                        currency or "")
