@@ -430,7 +430,10 @@ def test_currencies_are_never_added_together(tmp_path):
     assert [h["label"] for h in data["headlines"]][:4] == ["Day, billed (EUR)", "Day, billed (USD)",
                                                            "Month to date, billed (EUR)", "Month to date, billed (USD)"]
     html = (tmp_path / "out" / "2026-11-29" / "report.html").read_text()
-    assert "Daily spend by team (USD)" in html and "EUR 120.00" in html
+    # as many team-days of each: the first alphabetically is drawn, the other named under the chart
+    assert "Daily spend by team, billed (EUR)" in html and "EUR 120.00" in html
+    assert ("The chart draws EUR only, the first alphabetically of those with as many rows (currencies are never "
+            "converted): $300.00 over the same days is left out; daily_spend_by_team.csv has it.") in html
     assert [r["source"] for r in table(by_key["freshness"], "freshness")["rows"]] == ["focus-eu", "focus-us"]
 
 

@@ -76,6 +76,7 @@ class Chart:
     categories: list[str]
     series: dict[str, list[Decimal | None]]  # label → one value per category (None: no point, lines only)
     currency: str
+    note: str | None = None  # a sentence under it: what it leaves out (other currencies)
 
 
 @dataclass

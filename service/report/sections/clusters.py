@@ -24,6 +24,7 @@ from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
 from service.core.units import titled
+from service.report.chart_currency import chart_currency, left_out_note
 from service.report.model import Chart, Column, Section, Table
 from service.report.shares import share_notes, share_pct
 
@@ -133,15 +134,13 @@ def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]
         Column("cost", "cost", "money")], in_html=False)
     table.rows = [{"period": p, "job_type": t, "currency": c, "cost": v} for (p, t, c), v in sorted(
         cells.items(), key=lambda kv: (kv[0][0], str(kv[0][2]), kv[0][1]))]
-    per_currency: dict[str | None, Decimal] = defaultdict(Decimal)
-    for (_, _, currency), amount in cells.items():
-        per_currency[currency] += amount
-    if not per_currency or max(per_currency.values()) <= 0:
+    currency, why = chart_currency(config, [(c, amount) for (_, _, c), amount in cells.items()])
+    if currency is None:
         return table, None
-    currency = max(per_currency, key=lambda c: (per_currency[c], str(c)))
     days = [(window.since + timedelta(days=i)).date().isoformat() for i in range(TREND_DAYS)]
     types = sorted({t for (_, t, c) in cells if c == currency},
                    key=lambda t: (-sum(v for (_, k, c), v in cells.items() if k == t and c == currency), t))
     series = {t: [cells.get((d, t, currency), ZERO) for d in days] for t in types}
+    note = left_out_note(currency, why, [(c, amount) for (_, _, c), amount in cells.items()], table.key)
     return table, Chart("stacked", titled(f"Cluster cost by job type per day, {cost}", currency), days, series,
-                        currency or "")
+                        currency or "", note=note)

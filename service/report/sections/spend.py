@@ -2,9 +2,10 @@
 trend, top experiments, and unallocated share.
 
 Every number comes from `service.attribution.attribute` (billed cost, the default of
-`spendlake attribute`), so the report's totals equal the CLI's for the same window.
-Currencies are never added together: each row carries its currency, and charts draw the
-currency with the most spend.
+`spendlake attribute`), so the report's totals equal the CLI's for the same window; each
+section's note or title says billed. Currencies are never added together: each row carries its
+currency, and the trend chart draws one, chosen as service/report/chart_currency.py says (never
+by comparing amounts across currencies), the others named under it with their totals.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import OTHER, currency_text, titled
+from service.report.chart_currency import chart_currency, left_out_note
 from service.report.model import Chart, Column, Headline, Section, Table, change_pct
 from service.report.rounding import gaps
 from service.report.shares import share_notes, share_pct
@@ -169,7 +171,8 @@ class SpendReport:
         table.rows = sorted(({"period": r.period.isoformat(), "team": r.values["team"], "currency": r.currency,
                               "cost": r.cost} for r in result.rows),
                             key=lambda r: (r["period"], str(r["currency"]), r["team"]))
-        currency = _main_currency(result)
+        cells = [(row["currency"], row["cost"]) for row in table.rows]
+        currency, why = chart_currency(self.config, cells)
         if currency is None:
             return Section("trend", "Spend by team, last 30 days", note="No spend in the last 30 days.")
         days = [(self.w["trend"].since + timedelta(days=i)).date().isoformat() for i in range(TREND_DAYS)]
@@ -181,8 +184,10 @@ class SpendReport:
         series = {team: [per_team[team].get(d, ZERO) for d in days] for team in ranked[:CHART_SERIES]}
         if len(ranked) > CHART_SERIES:
             series["other"] = [sum((per_team[t].get(d, ZERO) for t in ranked[CHART_SERIES:]), ZERO) for d in days]
-        chart = Chart("stacked", titled("Daily spend by team", currency), days, series, currency)
-        return Section("trend", "Spend by team, last 30 days", tables=[table], charts=[chart])
+        chart = Chart("stacked", titled("Daily spend by team, billed", currency), days, series, currency,
+                      note=left_out_note(currency, why, cells, table.key))
+        return Section("trend", "Spend by team, last 30 days", tables=[table], charts=[chart],
+                       note="Billed cost per day, as `spendlake attribute --by team --granularity day` shows it.")
 
     def experiments_section(self) -> Section:
         """The top experiments of the month to date (`unallocated` once), each with its team
@@ -192,7 +197,8 @@ class SpendReport:
         rows = [{"experiment": g.values["experiment"], "team": _one_or_several(g.details["team"]),
                  "project": _one_or_several(g.details["project"]), "currency": g.currency, "mtd_cost": g.cost,
                  "share_pct": share_pct(g.cost, found.totals.get(g.currency))} for g in found.top]
-        return Section("experiments", "Top experiments", tables=[Table.top(
+        return Section("experiments", "Top experiments", note="Billed cost, as `spendlake attribute --by experiment` "
+                       "shows it.", tables=[Table.top(
             "top_experiments", self.top, "experiments, month to date", [
                 Column("experiment", "experiment"), Column("team", "team"), Column("project", "project"),
                 Column("currency", "currency"), Column("mtd_cost", "month to date", "money"),
@@ -203,7 +209,7 @@ class SpendReport:
     # ---- unallocated ----------------------------------------------------------------------
 
     def unallocated_table(self) -> Table:
-        table = Table("unallocated", "Unallocated share, month to date", [
+        table = Table("unallocated", "Unallocated share, month to date, billed", [
             Column("dimension", "dimension"), Column("currency", "currency"),
             Column("unallocated_cost", "unallocated", "money"), Column("total_cost", "total", "money"),
             Column("share_pct", "share", "percent", part="unallocated_cost")],
@@ -222,7 +228,3 @@ class SpendReport:
 def _one_or_several(value: str | None) -> str:
     return "several" if value is None else value
 
-
-def _main_currency(result: AttributionResult) -> str | None:
-    totals = [(cost, str(currency)) for currency, cost, _ in result.totals if cost > 0]
-    return max(totals)[1] if totals else None
