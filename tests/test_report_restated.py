@@ -107,7 +107,8 @@ def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_
     assert entry["data_through"] > first["data_through"]  # the month grew: taken for growth alone before
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
         f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
-        f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for the usage of the days before 2023-11-12 it bills "
+        f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for its usage lines of the days "
+        "before 2023-11-12 (credits, refunds and taxes apart) it bills "
         f"${held + 1:.2f} where the delivery of {first['ingested_at'][:16].replace('T', ' ')} UTC, its data through "
         f"2023-11-14 04:00 UTC, billed ${held:.2f} ($1.00 more, besides the days it adds): the figures above "
         "that count those days changed with it."]
@@ -208,7 +209,8 @@ def test_an_estimate_reaching_further_with_its_last_days_filled_in_is_updated_wi
     assert not [n for n in notes if "restated" in n]
     assert [n for n in notes if "late usage" in n] == [
         f"Bill 2023-11 / cur / USD updated with late usage: delivered again at {minute(entry['ingested_at'])} UTC, "
-        f"its data now through {minute(entry['data_through'])} UTC, for the usage of 2023-11-12 to 2023-11-13 it "
+        f"its data now through {minute(entry['data_through'])} UTC, for its usage lines of 2023-11-12 to 2023-11-13 "
+        "(credits, refunds and taxes apart) it "
         f"bills ${late + 1:.2f} where the estimate of {minute(first['ingested_at'])} UTC, its data through "
         f"2023-11-14 04:00 UTC, billed ${late:.2f} ($1.00 more, besides the days it adds), its usage before "
         f"2023-11-12 as it was: {LATE}; the figures above that count those days changed with it."]
@@ -275,7 +277,7 @@ def test_a_ledger_written_before_day_sums_is_read_by_the_report_the_status_and_t
     rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
     first, again = [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n]
-    assert first == restated[0] and "for the usage of the days before 2023-11-12" in again
+    assert first == restated[0] and "for its usage lines of the days before 2023-11-12" in again
     assert "($1.00 more, besides the days it adds)" in again
 
 
@@ -409,7 +411,8 @@ def test_a_replaced_delivery_recorded_before_ends_were_bounded_is_told_through_i
                                         replaced=before, days=new[3])])
     assert notes == [
         "Bill 2023-11 / cur / USD updated with late usage: delivered again at 2023-11-08 04:00 UTC, its data now "
-        "through 2023-11-08 00:00 UTC, for the usage of 2023-11-05 to 2023-11-06 it bills $20.00 where the estimate "
+        "through 2023-11-08 00:00 UTC, for its usage lines of 2023-11-05 to 2023-11-06 (credits, refunds and taxes "
+        "apart) it bills $20.00 where the estimate "
         "of 2023-11-06 04:00 UTC, its data through 2023-11-07 04:00 UTC, billed $10.00 ($10.00 more, besides the days "
         "it adds), its usage before 2023-11-05 as it was: an estimated bill's last days grow as the cloud meters late "
         "usage, until its invoice; the figures above that count those days changed with it."]

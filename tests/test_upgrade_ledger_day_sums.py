@@ -35,7 +35,8 @@ def test_a_delivery_replacing_an_entry_written_before_day_sums_still_tells_the_d
     assert entry["replaced"]["days"] == first["days"]
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
         f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['ingested_at'])} UTC, its data now "
-        f"through {minute(entry['data_through'])} UTC, for the usage of the days before 2023-11-12 it bills "
+        f"through {minute(entry['data_through'])} UTC, for its usage lines of the days before 2023-11-12 (credits, "
+        "refunds and taxes apart) it bills "
         f"${held + 1:.2f} where the delivery of {minute(first['ingested_at'])} UTC, its data through "
         f"2023-11-14 04:00 UTC, billed ${held:.2f} ($1.00 more, besides the days it adds): the figures above "
         "that count those days changed with it."]

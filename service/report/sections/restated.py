@@ -165,6 +165,11 @@ def at(moment: str) -> str:
     return f"{minute_text(parse_utc(moment))} UTC"
 
 
+# what a bill's day sums leave out (the ledger sums a day's usage lines, corrections apart): the
+# invoice nets them, so the note names them beside its figures
+APART = " (credits, refunds and taxes apart)"
+
+
 def verbs(index: int) -> tuple[str, str]:
     return ("bills", "billed") if index == 0 else ("has an effective cost of", "had")
 
@@ -207,9 +212,10 @@ def days_restated(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, to
     """The usage of the days before `cut` an estimate reaching further changed: restated beside the
     days it adds and the late usage of its last days."""
     verb, had = verbs(index)
-    return (f"{head(entry, totals, 'restated', new)}, its data now through {at(new.data_through)}, for the usage "
-            f"of the days before {cut} it {verb} {shown_money(now, totals.currency)} where the delivery of "
-            f"{at(old.ingested_at)}, its data through {at(old.data_through)}, {had} {shown_money(was, totals.currency)} "
+    return (f"{head(entry, totals, 'restated', new)}, its data now through {at(new.data_through)}, for its usage "
+            f"lines of the days before {cut}{APART} it {verb} {shown_money(now, totals.currency)} where the "
+            f"delivery of {at(old.ingested_at)}, its data through {at(old.data_through)}, {had} "
+            f"{shown_money(was, totals.currency)} "
             f"({difference(totals, now, was)}, besides the days it adds): the figures above that count those days "
             "changed with it.")
 
@@ -224,8 +230,8 @@ def late_usage(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, total
                                              "until its invoice"))
     if old.data_through and new.data_through and parse_utc(new.data_through) > parse_utc(old.data_through):
         last = (parse_utc(old.data_through).date() - timedelta(days=1)).isoformat()
-        return (f"{head(entry, totals, what, new)}, its data now through {at(new.data_through)}, for the usage of "
-                f"{cut} to {last} it {verb} {shown_money(now, totals.currency)} where the estimate of "
+        return (f"{head(entry, totals, what, new)}, its data now through {at(new.data_through)}, for its usage lines "
+                f"of {cut} to {last}{APART} it {verb} {shown_money(now, totals.currency)} where the estimate of "
                 f"{at(old.ingested_at)}, its data through {at(old.data_through)}, {had} "
                 f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}, besides the days it adds), its "
                 f"usage before {cut} as it was: {why}; the figures above that count those days changed with it.")
