@@ -1,6 +1,7 @@
 """The report's commitments section: what each Savings Plan, reservation and committed use
 discount cost over the 30 days ending with the report day, used and unused, coverage and
-expiry (service.attribution.commitment_usage, the numbers `spendlake commitments --since 30d` shows)."""
+expiry (service.attribution.commitment_usage, the numbers `spendlake commitments --since 30d` shows).
+Its chart draws one currency (service/report/chart_currency.py), the others named under it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, day_text
 from service.attribution import commitments
+from service.core.units import currency_text
+from service.report.chart_currency import chart_currency, left_out_note
 from service.report.model import Chart, Column, Section, Table
 
 DAYS = 30
@@ -39,7 +42,13 @@ def commitments_section(config: Config, lake: Lake, day: date) -> Section:
         total = result.totals[0]
         table.total = {"commitment_id": "total", "currency": total["currency"], **{
             k: total[k] for k in ("commitment", "used", "unused", "unused_pct", "utilization_pct", "coverage_pct")}}
-    shown = [row for row in result.rows if row.currency == "USD"]
-    chart = Chart("stacked", "Commitments (USD): used and unused", [row.name or row.commitment_id for row in shown],
-                  {"used": [row.used for row in shown], "unused": [row.unused for row in shown]}, "USD")
+    # one currency drawn, by service/report/chart_currency.py's rule (it drew USD alone, EUR or JPY commitments
+    # left out unsaid, or no chart at all); the others named under it
+    cells = [(row.currency, row.used + row.unused) for row in result.rows]
+    currency, why = chart_currency(config, cells)
+    shown = [row for row in result.rows if row.currency == currency]
+    chart = Chart("stacked", f"Commitments ({currency_text(currency)}): used and unused",
+                  [row.name or row.commitment_id for row in shown],
+                  {"used": [row.used for row in shown], "unused": [row.unused for row in shown]}, currency or "",
+                  note=left_out_note(currency, why, cells, table.key))
     return Section("commitments", "Commitments", tables=[table], charts=[chart] if shown else [])
