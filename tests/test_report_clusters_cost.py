@@ -36,3 +36,14 @@ def test_the_clusters_section_shows_a_savings_plan_nodes_runs_at_their_effective
     assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(0)}
     assert [(r["cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(80), D(0))]
     assert note.startswith("Billed cost of the clusters' instances") and ", billed" in chart
+
+
+def test_a_month_delivered_without_effective_cost_is_shown_billed_and_said(tmp_path):
+    # an Azure actual-cost export has no EffectiveCost: effective would count its instances as 0
+    lines = [{**gpu_line("i-a"), "effective": None}]
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1")]
+    lake, cfg = setup(tmp_path, lines, jobs)
+    tables, note, chart = section_tables(cfg, lake)
+    assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(40)}
+    assert note.startswith("Billed cost of the clusters' instances: cur 2026-11 delivered no effective (amortized) "
+                           "cost, which would count as 0, so billed is shown for all") and ", billed" in chart, note

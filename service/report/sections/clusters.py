@@ -9,8 +9,9 @@ plus idle equal what its instances cost. Effective, not billed, because a node o
 or reservation is billed 0 for its hours (the commitment's fee is its own line, on no run): its
 runs would read $0 and its idle nothing, where a research lead reading cost per GPU-hour wants
 their share of the commitment. The report's headlines and spend tables stay billed (they tie to
-the invoice); the section's note says which cost it shows. A config without `clusters:` has no
-such section.
+the invoice); the section's note says which cost it shows. A month with a delivery of no
+effective cost (an Azure actual-cost export, which would count as 0) is shown billed, the note
+naming it. A config without `clusters:` has no such section.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
-from service.attribution import UNFINISHED, RunsQuery, attribute, cluster_usage, runs
+from service.attribution import UNFINISHED, RunsQuery, attribute, cluster_usage, lacking_cost, runs
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
@@ -39,7 +40,9 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
         return []
     until = day_start(day) + timedelta(days=1)
     month = Window(day_start(day.replace(day=1)), until)
-    cost = config.report.clusters_cost
+    cost, lacking = config.report.clusters_cost, lacking_cost(lake, "effective", month)
+    if cost == "effective" and lacking:  # an Azure actual-cost export: its effective cost would count as 0
+        cost = "billed"
     usage = cluster_usage(lake, config, month, cost=cost)
     if not usage.clusters:
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
@@ -49,7 +52,11 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     del usage
     by_type, chart = job_type_days(config, lake, Window(until - timedelta(days=TREND_DAYS), until), names, cost)
     tables = [top_runs(config, lake, month, top, cost), unfinished, idle, by_type]
-    return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=COST_NOTES[cost])]
+    note = COST_NOTES[cost] if cost == config.report.clusters_cost else (
+        f"Billed cost of the clusters' instances: {', '.join(lacking)} delivered no effective (amortized) cost, which "
+        f"would count as 0, so billed is shown for all (a node on a Savings Plan or reservation is billed $0 for its "
+        f"hours); placed on jobs by the GPU-seconds they held, what no job held is the cluster's idle.")
+    return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=note)]
 
 
 # which cost the section shows, and how to ask for the other (module docstring)
