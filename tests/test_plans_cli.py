@@ -263,8 +263,8 @@ def test_every_plans_actual_comes_from_one_state_of_the_lake_when_an_ingest_comm
     read = plans_module.plan_actual
     actuals: list = []
 
-    def committing(config, lake, plan, until, result=None):
-        actuals.append(read(config, lake, plan, until, result))
+    def committing(config, lake, plan, until, result=None, snapshot=None):
+        actuals.append(read(config, lake, plan, until, result, snapshot))
         if len(actuals) == 1:
             con = lake.connect()
             lines = [line(f"2026-11-{d:02d}T00:00:00", "100", tags=tags) for d in range(20, 30)]
@@ -494,3 +494,37 @@ def test_plans_on_one_project_spelt_in_two_cases_are_said_to_count_the_same_spen
                       plan("base", "llama-405b", "5000", experiment="base")])
     assert [sentence.split(" cover ")[0] for sentence in said] == [
         "plans upper and lower", "plans upper and base", "plans lower and base"], said
+
+
+def test_every_plans_actual_after_end_and_experiment_check_are_read_in_the_sections_one_snapshot(tmp_path, monkeypatch):
+    # review49: a plan's actual, its after_end and the check of its experiment against its project read through
+    # attribute() in a snapshot of their own each (only the failures read in the section's): the report's section,
+    # which reads once, could set an actual of one lake state beside an after_end of another. `late` ends on the
+    # 21st (after_end: the 25th's and 26th's); `apart` names experiment e1, which only project other's lines carry
+    from dataclasses import replace
+    from service.attribution import HELD_TABLES, sessions
+    from service.core import lake as lakes, snapshot as snapshots
+    from service.report.sections.plans import plans_section
+
+    lake = make_lake(tmp_path, [line("2026-11-25T00:00:00", "100", tags={"project": "llm-7b"}),
+                                line("2026-11-26T00:00:00", "100", tags={"project": "llm-7b"}),
+                                *(line(f"2026-11-{d:02d}T00:00:00", "1", tags={"project": "other", "experiment": "e1"})
+                                  for d in range(18, 30))])
+    start = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    register_plan(lake, replace(plan("late", "llm-7b", "200"), start=start, run_hours=Span(Decimal(24), Decimal(24))))
+    register_plan(lake, replace(plan("apart", "llm-7b", "200", experiment="e1"), start=start))
+    taken, read_in = [], []
+    take = snapshots.take_snapshot
+    for module in (snapshots, lakes):  # any snapshot, the section's (Lake.snapshot) first
+        monkeypatch.setattr(module, "take_snapshot", lambda *args: taken.append(take(*args)) or taken[-1])
+    within = sessions.read_within
+    monkeypatch.setattr(sessions, "read_within",
+                        lambda lake, snapshot, *rest: read_in.append(snapshot) or within(lake, snapshot, *rest))
+    section = plans_section(lake_config(lake=lake), lake, DAY)
+    [table] = section.tables
+    assert {row["plan"]: (row["actual_to_date"], row["after_end"]) for row in table.rows} == {
+        "apart": (0, None), "late": (0, Decimal(200))}, table.rows
+    assert "experiment 'e1' with project 'llm-7b'" in section.note, section.note  # unpaired's read
+    # the actuals (2), late's after_end and apart's experiment check, each in the one snapshot the section took
+    assert len(read_in) == 4 and all(snapshot is taken[0] for snapshot in read_in), (read_in, taken)
+    assert set(HELD_TABLES) <= set(taken[0].tables), taken[0].tables

@@ -4,13 +4,14 @@ and any declared), exactly once.
 Python API (the CLI, rules engine, metrics, report and HTTP API call these):
 
     attribute(lake, config, window, by=("team",), where={}, cost="billed",
-              granularity="total", top=None, compare=False, explain=False, engine=None) -> AttributionResult
+              granularity="total", top=None, compare=False, explain=False, engine=None,
+              snapshot=None) -> AttributionResult
         AttributionResult.to_json() is the `spendlake attribute --format json` contract:
         {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}],
          data_through, sources: [{source, data_through}]}
         (data_through: how far the billing sources' usage data reaches, service/core/coverage.py;
         a window that ends later than it covers less than its length)
-    attribute_query(lake, config, query, engine=None) -> AttributionResult
+    attribute_query(lake, config, query, engine=None, job_rules=False, snapshot=None) -> AttributionResult
         the same for an `AttributionQuery` (service/attribution/query.py), which the CLI and the
         HTTP API parse from what the user typed
     attribute_queries(lake, config, queries, engine=None) -> [AttributionResult]
@@ -118,20 +119,23 @@ def _match_text(match: Mapping[str, str]) -> str:
 def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
               where: Mapping[str, Sequence[str]] | None = None, cost: str = "billed", granularity: str = "total",
               top: int | None = None, compare: bool = False, explain: bool = False,
-              engine: EngineConfig | None = None) -> AttributionResult:
+              engine: EngineConfig | None = None, snapshot: Snapshot | None = None) -> AttributionResult:
     """Attributed cost of `window`, one row per (period, currency, values of `by`). The engine
-    is `engine`, else the config's `engine:` when `config` is the whole Config, else DuckDB."""
+    is `engine`, else the config's `engine:` when `config` is the whole Config, else DuckDB;
+    `snapshot`: a command's (taken with HELD_TABLES), whose other reads this one joins."""
     query = AttributionQuery(window, tuple(by), {d: tuple(v) for d, v in (where or {}).items()}, cost,
                              granularity, top, compare, explain)
     return attribute_query(lake, config, query.validated(attribution_of(config), naming=lambda name: name),
-                           engine=engine)
+                           engine=engine, snapshot=snapshot)
 
 
 def attribute_query(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery,
-                    engine: EngineConfig | None = None, job_rules: bool = False) -> AttributionResult:
+                    engine: EngineConfig | None = None, job_rules: bool = False,
+                    snapshot: Snapshot | None = None) -> AttributionResult:
     """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it.
     `job_rules`: with the job-field rules of `query.by` no job record meets, checked on the
-    answer's own connection (AttributionResult.idle_rules; DuckDB's), for with_notes to warn of."""
+    answer's own connection (AttributionResult.idle_rules; DuckDB's), for with_notes to warn of;
+    `snapshot`: as `attribute`'s."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
     needs = Needs(_dims(config, query.by, query.where, query.explain), (query.cost,), hows=query.explain,
@@ -146,8 +150,9 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
 
     # A period without a stored rollup is rolled up from the lines `where` can match; when that
     # cannot show the answer as every line would (a suggestion, a spelling), from every line.
-    result = read_sessions(lake, config, engine, answer, needs)
-    return result if result is not None else read_sessions(lake, config, engine, answer, replace(needs, where=()))
+    result = read_sessions(lake, config, engine, answer, needs, snapshot)
+    return result if result is not None else read_sessions(lake, config, engine, answer, replace(needs, where=()),
+                                                           snapshot)
 
 
 def attribute_queries(lake: Lake, config: AttributionConfig | Config, queries: Sequence[AttributionQuery],

@@ -10,18 +10,24 @@ from datetime import datetime, timedelta, timezone
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import data_end
+from service.core.coverage import data_end, snapshot_data_end
 from service.core.folding import composed, folded
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 from service.planning.plans import Plan
 
 SHOWN = 5  # the experiment's projects named
 
 
-def lake_window(lake: Lake) -> Window | None:
-    """From the first billing period's start to where the lake's data ends; None without a bill."""
-    end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
+def lake_window(lake: Lake, snapshot: Snapshot | None = None) -> Window | None:
+    """From the first billing period's start to where the lake's data ends (in `snapshot`'s lake
+    state when given); None without a bill."""
+    if snapshot is None:
+        end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
+    else:
+        end, periods = snapshot_data_end(lake, snapshot), sorted(c.entry.billing_period for c in snapshot.checks
+                                                                 if c.entry)
     if end is None or not periods:
         return None
     since = datetime.strptime(periods[0], "%Y-%m").replace(tzinfo=timezone.utc)
@@ -52,13 +58,15 @@ def as_billed(lake: Lake, config: Config, plan: Plan) -> tuple[Plan, list[str]]:
     return plan, problems
 
 
-def unpaired(lake: Lake, config: Config, plan: Plan) -> tuple[str, str] | None:
+def unpaired(lake: Lake, config: Config, plan: Plan, snapshot: Snapshot | None = None) -> tuple[str, str] | None:
     """(what, why) when no line of the lake carries the plan's experiment with its project,
-    though lines carry each: `experiment 'sft-chat-v5' with project 'llama-70b'`."""
-    window = lake_window(lake)
+    though lines carry each: `experiment 'sft-chat-v5' with project 'llama-70b'`; read in
+    `snapshot` (a command's) when given."""
+    window = lake_window(lake, snapshot)
     if plan.experiment is None or window is None:
         return None
-    result = attribute(lake, config, window, by=("project",), where={"experiment": (plan.experiment,)})
+    result = attribute(lake, config, window, by=("project",), where={"experiment": (plan.experiment,)},
+                       snapshot=snapshot)
     return None if result.unmatched else _apart(plan, {row.values["project"] for row in result.rows})
 
 

@@ -18,7 +18,6 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from decimal import Decimal
 
-from rules.context import RunCosts
 from service.attribution import HELD_TABLES, AttributionResult, attribute, run_costs_lookup
 from service.core.config import Config
 from service.core.folding import folded
@@ -79,22 +78,27 @@ def _where(plan: Plan) -> dict[str, tuple[str]]:
     return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
 
 
-def attributed(config: Config, lake: Lake, plan: Plan, until: datetime) -> AttributionResult | None:
-    """The plan's project (and experiment) per day from its start to `until` (None: not started);
-    its `spent_in` names the billing sources whose lines carry the plan's spend."""
+def attributed(config: Config, lake: Lake, plan: Plan, until: datetime,
+               snapshot: Snapshot | None = None) -> AttributionResult | None:
+    """The plan's project (and experiment) per day from its start to `until` (None: not started),
+    read in `snapshot` (the section's) when given; its `spent_in` names the billing sources whose
+    lines carry the plan's spend."""
     if plan.start >= until:
         return None
-    return attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan), granularity="day")
+    return attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan), granularity="day",
+                     snapshot=snapshot)
 
 
-def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: AttributionResult | None = None) -> PlanActual:
+def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: AttributionResult | None = None,
+                snapshot: Snapshot | None = None) -> PlanActual:
     """USD attributed to the plan's project (and experiment) per day, from its start to `until`
-    (`result`: `attributed` to `until`, already read); what no cost line of the lake carries, as
+    (`result`: `attributed` to `until`, already read; else read in `snapshot`, the section's, when
+    given); what no cost line of the lake carries, as
     (dimension, sentence): its project or experiment (with the closest known values), or, with no
     spend since its start, its experiment with its project (an experiment of another project): each
     reads $0, no saving; and its spend in other currencies, which a USD plan never counts (nothing
     is converted)."""
-    result = attributed(config, lake, plan, until) if result is None else result
+    result = attributed(config, lake, plan, until, snapshot) if result is None else result
     if result is None:
         return {}, (), {}
     daily: dict[date, Decimal] = defaultdict(Decimal)
@@ -105,7 +109,7 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: Attributi
         else:
             left_out[row.currency] += row.cost
     unmatched = tuple((dim, f"no cost line carries {dim} {value!r}; {hint}") for dim, value, hint in result.unmatched)
-    apart = None if unmatched or result.rows else unpaired(lake, config, plan)
+    apart = None if unmatched or result.rows else unpaired(lake, config, plan, snapshot)
     unmatched += (("experiment", f"no cost line carries {apart[0]}; {apart[1]}"),) if apart else ()
     return dict(daily), unmatched, {currency: cost for currency, cost in left_out.items() if cost}
 
@@ -113,17 +117,7 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: Attributi
 def plans_section(config: Config, lake: Lake, day: date) -> Section:
     """Each registered plan: its planned spend curve at the end of `day` against attributed spend,
     with a chart of both, cumulative per day, for the plans that have started (`_status`)."""
-    snapshot = lake.snapshot(_held(config))
-    return _section(config, lake, day, _coverage(lake, snapshot), run_costs_lookup(lake, config, snapshot))[0]
-
-
-def _held(config: Config) -> tuple[str, ...]:
-    """The inventory tables the section's snapshot holds: the job records its plans' failures read."""
-    return HELD_TABLES if config.attribution.clusters is not None else ()
-
-
-def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
-    return data_begins(lake, snapshot), snapshot_data_through(lake, snapshot)
+    return _section(config, lake, day, lake.snapshot(HELD_TABLES))[0]
 
 
 def priced_until(plan: Plan) -> datetime:
@@ -134,9 +128,11 @@ def priced_until(plan: Plan) -> datetime:
     return plan.end + timedelta(days=plan.retention_days)
 
 
-def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime) -> Decimal:
-    """The plan's project's (and experiment's) USD spend from what it prices (`priced_until`) to `until`."""
-    result = attribute(lake, config, Window(priced_until(plan), until), by=("project",), where=_where(plan))
+def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime, snapshot: Snapshot) -> Decimal:
+    """The plan's project's (and experiment's) USD spend from what it prices (`priced_until`) to
+    `until`, read in `snapshot` (the section's)."""
+    result = attribute(lake, config, Window(priced_until(plan), until), by=("project",), where=_where(plan),
+                       snapshot=snapshot)
     return sum((row.cost for row in result.rows if row.currency == "USD"), Decimal(0))
 
 
@@ -202,9 +198,12 @@ def _cents(planned: Span) -> tuple[Decimal, Decimal]:
     return (high, high) if low - high == CENT else (low, high)
 
 
-def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCosts | None) -> tuple[Section, list[str]]:
-    """The section, and the sentences of its note (`PlansAsOf.notes`); `runs`: the job records'
-    run costs in the section's snapshot (run_costs_lookup), None without job records."""
+def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple[Section, list[str]]:
+    """The section, and the sentences of its note (`PlansAsOf.notes`), every figure read in
+    `snapshot` (taken with HELD_TABLES: the tags and job records of its costs' lake state): the
+    actuals, the spend after each plan's end, its failures and where the data begins and ends."""
+    data: Coverage = (data_begins(lake, snapshot), snapshot_data_through(lake, snapshot))
+    runs = run_costs_lookup(lake, config, snapshot)  # None without job records
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
@@ -215,7 +214,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCos
         low, high = _cents(plan.planned_spend(until))
         # which sources hold the plan's spend matters only where several have data since its start
         several_since = sum(end is not None and end > plan.start for end in data[1].values()) > 1
-        whole = attributed(config, lake, plan, until) if several_since else None
+        whole = attributed(config, lake, plan, until, snapshot) if several_since else None
         ends, source = data_ends(plan, data, whole.spent_in if whole else ())
         if ends is not None and ends < until:
             lagging[ends] = source
@@ -225,10 +224,10 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage, runs: RunCos
         # the actual is what the plan prices, its run and its storage's retention: the scope's spend after (another
         # run of the project, storage kept longer) is counted apart, never set against the plan
         in_window = min(to, priced_until(plan))
-        found = plan_actual(config, lake, plan, in_window, whole if in_window == until else None)
+        found = plan_actual(config, lake, plan, in_window, whole if in_window == until else None, snapshot)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        after = _after_end(config, lake, plan, to) if to > priced_until(plan) else None
+        after = _after_end(config, lake, plan, to, snapshot) if to > priced_until(plan) else None
         if after:
             notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
                          f"{_retention(plan)}): {amounts_text([('USD', after)])} on {_scope(plan)} since is not in its "
@@ -301,12 +300,11 @@ def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
     """`spendlake plans` and `/api/v1/plans`: the section's rows and notes, every plan's actual
     read from one state of the lake (an ingest committing meanwhile: read again). Plans but no
     bill: a DataError, as every actual would read $0, under plan."""
-    return read_consistently(lake, lambda snapshot: _plans_on(config, lake, day, snapshot), _held(config))
+    return read_consistently(lake, lambda snapshot: _plans_on(config, lake, day, snapshot), HELD_TABLES)
 
 
 def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> PlansAsOf:
-    data = _coverage(lake, snapshot)
-    section, notes = _section(config, lake, day, data, run_costs_lookup(lake, config, snapshot))
+    section, notes = _section(config, lake, day, snapshot)
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if rows and not snapshot.checks:
         raise empty_lake_error(lake, nothing="no actual spend to set against the plans")
