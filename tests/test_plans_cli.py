@@ -528,3 +528,24 @@ def test_every_plans_actual_after_end_and_experiment_check_are_read_in_the_secti
     # the actuals (2), late's after_end and apart's experiment check, each in the one snapshot the section took
     assert len(read_in) == 4 and all(snapshot is taken[0] for snapshot in read_in), (read_in, taken)
     assert set(HELD_TABLES) <= set(taken[0].tables), taken[0].tables
+
+
+def test_a_plans_chart_draws_the_spend_after_what_it_prices_on_from_its_actual(tmp_path):
+    # review49: the chart's actual stopped counting at what the plan prices and was drawn flat to the report day, the
+    # spend after it said in the note alone. `late` prices a 24 h run from the 20th and 2 days' storage (to the 23rd);
+    # llm-7b spent USD 100 on each of the 25th and 26th: the actual ends on the 22nd, the spend after goes on from it
+    from dataclasses import replace
+    from service.report.sections.plans import plans_section
+
+    lake = _priced_lake(tmp_path, {20: "30", 25: "100", 26: "100"})
+    register_plan(lake, replace(plan("late", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(24), Decimal(24)), retention_days=2))
+    [chart] = plans_section(lake_config(lake=lake), lake, DAY).charts
+    assert chart.categories == [f"2026-11-{d}" for d in range(20, 30)]
+    assert chart.series["actual"] == [30, 30, 30, *[None] * 7], chart.series
+    assert chart.series["after planned end"] == [None, None, 30, 30, 30, 130, 230, 230, 230, 230], chart.series
+    [row] = plans_as_of(lake_config(lake=lake), lake, DAY).rows
+    assert (row["actual_to_date"], row["after_end"]) == (30, 200)
+    # a plan whose chart ends where what it prices does draws no such line
+    [chart] = plans_section(lake_config(lake=lake), lake, date(2026, 11, 22)).charts
+    assert "after planned end" not in chart.series and chart.series["actual"][-1] == 30, chart.series

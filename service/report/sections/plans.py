@@ -128,12 +128,16 @@ def priced_until(plan: Plan) -> datetime:
     return plan.end + timedelta(days=plan.retention_days)
 
 
-def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime, snapshot: Snapshot) -> Decimal:
-    """The plan's project's (and experiment's) USD spend from what it prices (`priced_until`) to
-    `until`, read in `snapshot` (the section's)."""
+def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime, snapshot: Snapshot) -> dict[date, Decimal]:
+    """The plan's project's (and experiment's) USD spend per day from what it prices (`priced_until`)
+    to `until`, read in `snapshot` (the section's)."""
     result = attribute(lake, config, Window(priced_until(plan), until), by=("project",), where=_where(plan),
-                       snapshot=snapshot)
-    return sum((row.cost for row in result.rows if row.currency == "USD"), Decimal(0))
+                       granularity="day", snapshot=snapshot)
+    daily: dict[date, Decimal] = defaultdict(Decimal)
+    for row in result.rows:
+        if row.currency == "USD":
+            daily[row.period] += row.cost
+    return dict(daily)
 
 
 def _overlaps(plans: list[Plan]) -> list[str]:
@@ -227,7 +231,8 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         found = plan_actual(config, lake, plan, in_window, whole if in_window == until else None, snapshot)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        after = _after_end(config, lake, plan, to, snapshot) if to > priced_until(plan) else None
+        spent_after = _after_end(config, lake, plan, to, snapshot) if to > priced_until(plan) else None
+        after = None if spent_after is None else sum(spent_after.values(), Decimal(0))
         if after:
             notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
                          f"{_retention(plan)}): {amounts_text([('USD', after)])} on {_scope(plan)} since is not in its "
@@ -261,7 +266,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after, **failures.row(),
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
-            charts.append(_plan_chart(plan, day, daily, ends))
+            charts.append(_plan_chart(plan, day, daily, ends, spent_after or {}))
     notes += _overlaps(plans)
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
@@ -311,19 +316,25 @@ def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> Plan
     return PlansAsOf(day, bool(rows), rows, notes)
 
 
-def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetime | None) -> Chart:
+def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetime | None,
+                after: dict[date, Decimal]) -> Chart:
     """Cumulative actual spend to the report day, or to the last day the lake's billing data
     `ends` in (after it the actual is not known, not flat), against the planned curve until it
     reaches the plan's total: the run's end, plus the retention its storage is paid for (an end
-    at midnight is reached by the end of the day before: that day is the last)."""
+    at midnight is reached by the end of the day before: that day is the last). The actual stops
+    there, at what the plan prices (`priced_until`); the scope's spend after it (`after`, per day:
+    after_end's) goes on from the actual's last point as a line of its own, "after planned end",
+    where the actual was drawn flat to the report day whatever was spent."""
     reached = priced_until(plan) - timedelta(microseconds=1)
     first, last = plan.start.date(), max(day, reached.date())
     days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
     through = day if ends is None else min(day, (ends - timedelta(microseconds=1)).date())
-    running, actual = Decimal(0), []
+    running, past, actual, beyond = Decimal(0), Decimal(0), [], []
     for current in days:
         running += daily.get(current, Decimal(0))
-        actual.append(running if current <= through else None)
+        past += after.get(current, Decimal(0))
+        actual.append(running if current <= min(through, reached.date()) else None)
+        beyond.append(running + past if reached.date() <= current <= through else None)
     day_ends = [day_start(current) + timedelta(days=1) for current in days]
     planned = [plan.planned_spend(end) for end in day_ends]
     series: dict[str, list[Decimal | None]] = {"actual": actual}
@@ -331,4 +342,6 @@ def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetim
         series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
     else:
         series["planned"] = [p.low for p in planned]
+    if any(value is not None for current, value in zip(days, beyond) if current > reached.date()):
+        series["after planned end"] = beyond
     return Chart("lines", f"{plan.name}: cumulative spend vs plan (USD)", [d.isoformat() for d in days], series, "USD")
