@@ -71,6 +71,7 @@ class JobAttempt:
     cost: Decimal  # its allocated cost in the window
     currency: str | None  # None: it reached no billed instance (cost 0)
     work: tuple | None = None  # what it does (service.core.job_states.work_of); None: not told
+    owner: Owner | None = None  # what its cost carries, its run's owner where that is `several`; None: no cost
 
 
 @dataclass(frozen=True)

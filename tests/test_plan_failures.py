@@ -128,3 +128,31 @@ def test_the_plans_failures_read_the_job_records_in_the_sections_one_snapshot(tm
     # the first snapshot taken is the command's (read_consistently's), the one both plans' reads are in
     assert len(read_in) == 2 and read_in[0] is read_in[1] is taken[0], (read_in, taken)
     assert set(HELD_TABLES) <= set(taken[0].tables), taken[0].tables
+
+
+def test_a_run_whose_jobs_carry_two_projects_counts_its_failed_attempts_toward_each_projects_plan(tmp_path):
+    """review49: a run whose jobs' cost carries several projects (its owner `several`) counted toward no plan:
+    the hand lake's run r1 with its NODE_FAIL attempt (job 2, $4.67) on project vision, its FAILED one (job 1,
+    $26.67) and the completed re-run ($80) on llm: each plan counts the failed attempt its project's cost carries."""
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    from tests.test_failed_reruns import OWNER
+    from service.core.lake import Lake
+
+    vision = {**OWNER, "project": "vision"}
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:20:00", instance_ids=["i-a"], run_id="r1",
+                state="FAILED", **OWNER),
+            job("2", 4, "2026-11-02T10:25:00", "2026-11-02T10:32:00", instance_ids=["i-a"], run_id="r1",
+                state="NODE_FAIL", **vision),
+            job("3", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r1", **OWNER)]
+    lake, _ = setup(tmp_path, [gpu_line("i-a", start=s) for s in ("2026-11-02T10:00:00", "2026-11-02T11:00:00")], jobs)
+    cfg = parse_config(whole_config(tmp_path, lake))
+    lake = Lake.of(cfg)
+    registered(lake, cfg, "0.1", retention_days=0)  # llm-r1: project llm, experiment e1
+    inputs = plan_inputs({**RUN, "failure_overhead": "0.1", "retention_days": 0})
+    register_plan(lake, plan_from_estimate(estimate(inputs, cfg), name="vision-r1", project="vision",
+                                           experiment="e1", start=DAY.isoformat()))
+    cent = D("0.01")
+    rows = {row["plan"]: row for row in plans_as_of(cfg, lake, DAY).rows}
+    assert {name: (row["actual_to_date"].quantize(cent), row["failed_actual"] and row["failed_actual"].quantize(cent),
+                   row["failed_pct"]) for name, row in rows.items()} == {
+        "llm-r1": (D("106.67"), D("26.67"), D("25.0")), "vision-r1": (D("4.67"), D("4.67"), D("100.0"))}, rows

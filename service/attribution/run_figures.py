@@ -93,7 +93,7 @@ def job_attempt(job) -> JobAttempt:
         return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
 
     return JobAttempt(job.job, job.state, naive(job.start), naive(job.end), job.gpu_hours, job.cost, job.currency,
-                      job.work)
+                      job.work, job.owner)
 
 
 def _text(value: Decimal | None) -> str | None:

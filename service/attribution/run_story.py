@@ -35,6 +35,7 @@ from decimal import Decimal
 
 import duckdb
 
+from rules.context import Owner
 from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
@@ -79,6 +80,7 @@ class RunJob:
     work: tuple | None = None  # what it does (core.job_states.work_of): a re-run of a failed attempt does the same
     restart: bool = False  # it re-ran failed work: one of the run row's `restarts`
     relaunched: bool = False  # it failed (the failed-reruns rule's states) and was run again (run_figures.py)
+    owner: Owner | None = None  # the team, project and experiment its cost carries (None: it reached no billed instance)
 
     def to_json(self) -> dict:
         return {"job": self.job, "record": self.record, "cluster": self.cluster, "job_type": self.job_type,
@@ -247,12 +249,12 @@ def run_jobs(records: list[_Record], parts: list[JobCost]) -> list[RunJob]:
         attempts = by_key.get(key) or by_job.get(key[:2], [])
         if not attempts:  # an EKS pod: no job record
             jobs.append(RunJob(part.job, None, part.cluster, part.values["job_type"], part.values["job_state"], None,
-                               None, None, None, (), (), part.cost, part.currency))
+                               None, None, None, (), (), part.cost, part.currency, owner=_owner(part)))
             continue
         for record, cost in zip(attempts, _shares(part.cost, [r.gpu_hours for r in attempts])):
             costed.add(record.record)
-            jobs.append(_job(record, cost, part.currency, len(attempts) > 1,
-                             part.cluster, part.values["job_type"], part.values["job_state"]))
+            jobs.append(_job(record, cost, part.currency, len(attempts) > 1, part.cluster,
+                             part.values["job_type"], part.values["job_state"], _owner(part)))
     for record in records:
         if record.record not in costed:  # it reached no billed instance (or ran past the bill's end)
             jobs.append(_job(record, Decimal(0), None, False, record.values["cluster"], record.values["job_type"],
@@ -261,11 +263,16 @@ def run_jobs(records: list[_Record], parts: list[JobCost]) -> list[RunJob]:
                                        j.record or "", j.job, j.currency or ""))
 
 
+def _owner(part: JobCost) -> Owner:
+    """What a job part's cost carries: a run's parts may carry several projects (run_costs._owner)."""
+    return Owner(part.values["team"], part.values["project"], part.values["experiment"])
+
+
 def _job(record: _Record, cost: Decimal, currency: str | None, shared: bool, cluster: str | None,
-         job_type: str | None, state: str | None) -> RunJob:
+         job_type: str | None, state: str | None, owner: Owner | None = None) -> RunJob:
     return RunJob(record.job, record.record, cluster, job_type, state, _utc(record.start), _utc(record.end),
                   record.gpus, record.gpu_hours, record.nodes, record.instance_ids, cost, currency, shared,
-                  record.work, record.restart)
+                  record.work, record.restart, owner=owner)
 
 
 def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,

@@ -14,8 +14,9 @@ it) counts them and `spendlake runs --run X` says them ("failed and run again").
 
 Only where the lake has job records: without `attribution.clusters`, or with no run of the
 plan's project (and experiment) in its window, the actual figures are None and nothing is said.
-A run whose jobs' cost carries several projects (or experiments) is no plan's: its attempts
-are not told apart by project.
+A run whose jobs' cost carries several projects (or experiments), its owner `several`, counts
+toward each plan its attempts' cost carries: each failed attempt as its own cost carries them
+(JobAttempt.owner), as the plan's actual counts its jobs' cost (it was no plan's).
 """
 
 from __future__ import annotations
@@ -65,11 +66,16 @@ def plan_failures(config: Config, lookup: RunCosts | None, plan: Plan, until, ac
     typed = None if inputs is None else plan.inputs.get("failure_overhead", "0")
     if lookup is None or until <= plan.start:
         return PlanFailures(typed, planned, None, None)
-    runs = [run for run in lookup(Window(plan.start, until), COST_COLUMN) if _ours(plan, run.owner)]
-    if not runs:
-        return PlanFailures(typed, planned, None, None)
     rule = FailedReruns.configured(config.rules)
-    spent = {run.run: sum((a.cost for a in rule.rerun_failures(run.attempts)), Decimal(0)) for run in runs}
+    spent: dict[str, Decimal] = {}
+    for run in lookup(Window(plan.start, until), COST_COLUMN):
+        # the run's attempts of the plan's scope (all of them but in a run of several projects): the rule
+        # reads every attempt of the run, a re-run of another project's attempt being a re-run all the same
+        if any(_ours(plan, attempt.owner or run.owner) for attempt in run.attempts):
+            spent[run.run] = sum((a.cost for a in rule.rerun_failures(run.attempts)
+                                  if _ours(plan, a.owner or run.owner)), Decimal(0))
+    if not spent:
+        return PlanFailures(typed, planned, None, None)
     total = sum(spent.values(), Decimal(0))
     return PlanFailures(typed, planned, total, share_of(total, actual, Decimal("1e-12")),
                         tuple(run for run, cost in sorted(spent.items(), key=lambda item: -item[1]) if cost))
