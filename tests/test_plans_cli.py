@@ -549,3 +549,35 @@ def test_a_plans_chart_draws_the_spend_after_what_it_prices_on_from_its_actual(t
     # a plan whose chart ends where what it prices does draws no such line
     [chart] = plans_section(lake_config(lake=lake), lake, date(2026, 11, 22)).charts
     assert "after planned end" not in chart.series and chart.series["actual"][-1] == 30, chart.series
+
+
+AS_OF = date(2026, 11, 28)  # _priced_lake's last whole day
+
+
+def test_a_second_run_registered_within_the_first_plans_storage_retention_ends_the_first_plans_actual(tmp_path):
+    # review49: since a plan's actual counts its storage's retention, a second run of the project started within
+    # those days read as the first plan's spend, over plan. `first`: a 48 h run from the 20th, $200 compute and $70
+    # of storage kept 5 days (to the 27th; $110, $110, then $10 a day); `second` runs 48 h from the 24th at $300 a
+    # day. first's actual ends where second starts: $240 against its plan to then, on plan (was $870, over plan)
+    from dataclasses import replace
+
+    lake = _priced_lake(tmp_path, {20: "110", 21: "110", 22: "10", 23: "10", 24: "310", 25: "310", 26: "10"})
+    register_plan(lake, replace(plan("first", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
+                                compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70))))
+    register_plan(lake, replace(plan("second", "llm-7b", "600"), start=datetime(2026, 11, 24, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), compute_cost=Span(Decimal(600), Decimal(600))))
+    found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
+    rows = {row["plan"]: row for row in found.rows}
+    assert (rows["first"]["actual_to_date"], rows["first"]["after_end"], rows["first"]["status"]) == (
+        240, 630, "on plan"), rows["first"]
+    # second counts its own run and first's storage kept while it ran ($10 a day): what the lake spent then
+    assert (rows["second"]["actual_to_date"], rows["second"]["status"]) == (620, "over plan"), rows["second"]
+    assert ("plan first's actual ends where plan second starts (2026-11-24 00:00 UTC), a later run of project llm-7b "
+            "before the end of the storage it priced: USD 630.00 since is not in its actual (after_end): from then it "
+            "is plan second's.") in found.notes, found.notes
+    # a later plan of another project, or one starting once the storage's retention has ended, does not end it
+    for project, start in (("other", 24), ("llm-7b", 27)):
+        register_plan(lake, replace(plan("second", project, "600"), start=datetime(2026, 11, start, tzinfo=timezone.utc)))
+        [first] = [row for row in plans_as_of(lake_config(lake=lake), lake, AS_OF).rows if row["plan"] == "first"]
+        assert (first["actual_to_date"], first["status"]) == (870, "over plan"), (project, first)

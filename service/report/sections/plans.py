@@ -12,7 +12,7 @@ every source with data after its start does: nothing tells where its spend will 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -122,16 +122,30 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
 
 def priced_until(plan: Plan) -> datetime:
     """The end of what the plan prices (planned_spend's): its run's end and the retention its
-    storage is paid for. Its actual counts to then, so a plan spent as planned, its storage kept
-    the days it priced, reads on plan (the actual stopped at the run's end: under plan, the
-    storage it priced "kept spending")."""
+    storage is paid for. Its actual counts to then (or to a later plan's start: counted_until), so
+    a plan spent as planned, its storage kept the days it priced, reads on plan (the actual stopped
+    at the run's end: under plan, the storage it priced "kept spending")."""
     return plan.end + timedelta(days=plan.retention_days)
 
 
-def _after_end(config: Config, lake: Lake, plan: Plan, until: datetime, snapshot: Snapshot) -> dict[date, Decimal]:
-    """The plan's project's (and experiment's) USD spend per day from what it prices (`priced_until`)
-    to `until`, read in `snapshot` (the section's)."""
-    result = attribute(lake, config, Window(priced_until(plan), until), by=("project",), where=_where(plan),
+def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | None]:
+    """Where the plan's actual ends, and the plan ending it: what it prices (`priced_until`), or
+    the start of the first later plan of its scope (`_same_scope`) starting at or after its run's
+    end while it pays for storage: a second run of the project within the retention, whose actual
+    counts the spend from then, where the first plan's counted it too, its compute read as the
+    first run's (over plan). Its storage kept after then is in the later plan's actual; a later
+    run not registered stays in this plan's."""
+    later = [other for other in plans if other is not plan and _same_scope(plan, other)
+             and plan.end <= other.start < priced_until(plan)]
+    first = min(later, key=lambda other: (other.start, other.name), default=None)
+    return (priced_until(plan), None) if first is None else (first.start, first)
+
+
+def _after_end(config: Config, lake: Lake, plan: Plan, since: datetime, until: datetime,
+               snapshot: Snapshot) -> dict[date, Decimal]:
+    """The plan's project's (and experiment's) USD spend per day from where its actual ends
+    (`since`: counted_until) to `until`, read in `snapshot` (the section's)."""
+    result = attribute(lake, config, Window(since, until), by=("project",), where=_where(plan),
                        granularity="day", snapshot=snapshot)
     daily: dict[date, Decimal] = defaultdict(Decimal)
     for row in result.rows:
@@ -147,16 +161,21 @@ def _overlaps(plans: list[Plan]) -> list[str]:
         for other in plans[i + 1:]:
             since, until = max(one.start, other.start), min(one.end, other.end)
             experiments = {one.experiment, other.experiment} - {None}
-            same = folded(one.project) == folded(other.project) and len({folded(e) for e in experiments}) <= 1
-            if same and since < until:
+            if _same_scope(one, other) and since < until:
                 said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
                             f"{', experiment ' + sorted(experiments)[0] if experiments else ''} from {minute_text(since)} "
                             f"to {minute_text(until)} UTC): each one's actual counts it.")
     return said
 
 
+def _same_scope(one: Plan, other: Plan) -> bool:
+    """Whether some spend is in both plans' scopes: one project (in any case), and one experiment or the whole project."""
+    experiments = {folded(e) for e in (one.experiment, other.experiment) if e is not None}
+    return folded(one.project) == folded(other.project) and len(experiments) <= 1
+
+
 def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime | None], actual: Decimal,
-            found: PlanActual) -> str:
+            found: PlanActual, counted: datetime) -> str:
     """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
     start is not before `until`); `unknown project` / `unknown experiment` (no cost line carries
     it, or the experiment with the project: a misspelt value, named with the closest ones in the
@@ -164,14 +183,15 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
     billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
     in other currencies only, never converted: named in the note); `nothing spent yet` (no spend
     since its start in the data there is: the run has not begun, no saving; said in the note; `nothing spent in its
-    window` once past what it prices, `priced_until`); else over, under or on plan,
+    window` once past where its actual ends, `counted`); else over, under or on plan,
     against the lower and the higher of the two scenarios (mid-run both spend the GPUs' price an
     hour, so only storage, spread over runs of different lengths, parts them: by cents, either
     way; once the faster run ends the slower one's keeps rising), but `partial data` rather than under or on plan when it started before the
     lake's billing data begins (its spend before is not in the actual: said in the note). When
     the data (`data`: where it begins, and `data_ends`) ends before `until`, the actual holds
     spend to the data's end only: it is set against the plan to then, and the standing says so
-    (`under plan to data end`)."""
+    (`under plan to data end`). An actual ending at a later plan's start (counted_until) is set
+    against the plan to then too."""
     (begins, ends), (daily, unmatched, left_out) = data, found
     if plan.start >= until:
         return "not started"
@@ -181,14 +201,14 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
         return "no data yet"
     if left_out and not daily:
         return "other currency"
-    floor, ceiling = sorted(_cents(plan.planned_spend(min(until, ends))))
+    floor, ceiling = sorted(_cents(plan.planned_spend(min(until, ends, counted))))
     past = " to data end" if ends < until else ""
     if actual > ceiling:
         return f"over plan{past}"
     if begins is not None and plan.start < begins:
         return "partial data"
     if not daily:  # started, the data past its start, nothing spent: a run not begun (or, past what it prices,
-        return "nothing spent yet" if until < priced_until(plan) else "nothing spent in its window"  # never), no saving
+        return "nothing spent yet" if until < counted else "nothing spent in its window"  # never), no saving
     return ("under plan" if actual < floor else "on plan") + past
 
 
@@ -225,21 +245,27 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         # the actual to where the data ends (a leading source's later spend set against the plan to then
         # would read as on plan what a lagging one has not delivered yet): read again only if it ends before
         to = until if ends is None or ends <= plan.start else min(until, ends)
-        # the actual is what the plan prices, its run and its storage's retention: the scope's spend after (another
-        # run of the project, storage kept longer) is counted apart, never set against the plan
-        in_window = min(to, priced_until(plan))
+        # the actual is what the plan prices, its run and its storage's retention, or to a later plan's start: the
+        # scope's spend after (another run of the project, storage kept longer) is counted apart, never set against it
+        counted, later = counted_until(plan, plans)
+        in_window = min(to, counted)
         found = plan_actual(config, lake, plan, in_window, whole if in_window == until else None, snapshot)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        spent_after = _after_end(config, lake, plan, to, snapshot) if to > priced_until(plan) else None
+        spent_after = _after_end(config, lake, plan, counted, to, snapshot) if to > counted else None
         after = None if spent_after is None else sum(spent_after.values(), Decimal(0))
-        if after:
+        if after and later:
+            notes.append(f"plan {plan.name}'s actual ends where plan {later.name} starts ({minute_text(counted)} UTC), "
+                         f"a later run of {_scope(plan)} before the end of the storage it priced: "
+                         f"{amounts_text([('USD', after)])} since is not in its actual (after_end): from then it "
+                         f"is plan {later.name}'s.")
+        elif after:
             notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
                          f"{_retention(plan)}): {amounts_text([('USD', after)])} on {_scope(plan)} since is not in its "
                          "actual (after_end).")
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
-        status = _status(plan, until, (data[0], ends), actual, found)
+        status = _status(plan, until, (data[0], ends), actual, found, counted)
         failures = plan_failures(config, runs, plan, in_window, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
         if status == "nothing spent yet":
@@ -266,7 +292,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after, **failures.row(),
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
-            charts.append(_plan_chart(plan, day, daily, ends, spent_after or {}))
+            charts.append(_plan_chart(plan, day, daily, ends, counted, spent_after or {}))
     notes += _overlaps(plans)
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
@@ -316,25 +342,26 @@ def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> Plan
     return PlansAsOf(day, bool(rows), rows, notes)
 
 
-def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetime | None,
+def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetime | None, counted: datetime,
                 after: dict[date, Decimal]) -> Chart:
     """Cumulative actual spend to the report day, or to the last day the lake's billing data
     `ends` in (after it the actual is not known, not flat), against the planned curve until it
     reaches the plan's total: the run's end, plus the retention its storage is paid for (an end
     at midnight is reached by the end of the day before: that day is the last). The actual stops
-    there, at what the plan prices (`priced_until`); the scope's spend after it (`after`, per day:
+    where it is counted to (`counted`: counted_until); the scope's spend after it (`after`, per day:
     after_end's) goes on from the actual's last point as a line of its own, "after planned end",
     where the actual was drawn flat to the report day whatever was spent."""
     reached = priced_until(plan) - timedelta(microseconds=1)
     first, last = plan.start.date(), max(day, reached.date())
+    stops = (counted - timedelta(microseconds=1)).date()  # the actual's last day
     days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
     through = day if ends is None else min(day, (ends - timedelta(microseconds=1)).date())
     running, past, actual, beyond = Decimal(0), Decimal(0), [], []
     for current in days:
         running += daily.get(current, Decimal(0))
         past += after.get(current, Decimal(0))
-        actual.append(running if current <= min(through, reached.date()) else None)
-        beyond.append(running + past if reached.date() <= current <= through else None)
+        actual.append(running if current <= min(through, stops) else None)
+        beyond.append(running + past if stops <= current <= through else None)
     day_ends = [day_start(current) + timedelta(days=1) for current in days]
     planned = [plan.planned_spend(end) for end in day_ends]
     series: dict[str, list[Decimal | None]] = {"actual": actual}
@@ -342,6 +369,6 @@ def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetim
         series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
     else:
         series["planned"] = [p.low for p in planned]
-    if any(value is not None for current, value in zip(days, beyond) if current > reached.date()):
+    if any(value is not None for current, value in zip(days, beyond) if current > stops):
         series["after planned end"] = beyond
     return Chart("lines", f"{plan.name}: cumulative spend vs plan (USD)", [d.isoformat() for d in days], series, "USD")
