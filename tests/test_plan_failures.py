@@ -156,3 +156,42 @@ def test_a_run_whose_jobs_carry_two_projects_counts_its_failed_attempts_toward_e
     assert {name: (row["actual_to_date"].quantize(cent), row["failed_actual"] and row["failed_actual"].quantize(cent),
                    row["failed_pct"]) for name, row in rows.items()} == {
         "llm-r1": (D("106.67"), D("26.67"), D("25.0")), "vision-r1": (D("4.67"), D("4.67"), D("100.0"))}, rows
+
+
+def test_a_later_run_not_registered_that_a_plans_actual_counts_after_its_runs_end_is_named(tmp_path):
+    """review49: a second run of a plan's project begun while the first one's storage is kept counts in the
+    first plan's actual, said nowhere. p5's i-a ($80 an hour): r1 (project llm) from 10:00 to 10:30, the plan's
+    run, to 10:45 with a day's storage kept; r2 (llm too) from 11:00 to 12:00, $80, registered as no plan: the
+    note names r2 and how to end the plan's actual at its start. The plan's own run going on past its end is
+    not named (r1 again from 10:50 to 11:00, $13.33)."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    from tests.test_failed_reruns import OWNER
+    from service.core.lake import Lake
+    from service.planning.plans import Plan
+    from service.planning.estimate import Span
+
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1", **OWNER),
+            job("3", 8, "2026-11-02T10:50:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1", **OWNER),
+            job("2", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r2", **OWNER)]
+    lake, _ = setup(tmp_path, [gpu_line("i-a", start=s) for s in ("2026-11-02T10:00:00", "2026-11-02T11:00:00")], jobs)
+    cfg = parse_config(whole_config(tmp_path, lake))
+    lake = Lake.of(cfg)
+    plan = Plan(name="llm-r1", project="llm", experiment="e1", start=datetime(2026, 11, 2, tzinfo=timezone.utc),
+                run_hours=Span(D("10.75"), D("10.75")), retention_days=1, compute_cost=Span(D(100), D(100)),
+                storage_cost=Span(D(0), D(0)), inputs={})
+    register_plan(lake, plan)
+    found = plans_as_of(cfg, lake, DAY)
+    [row] = found.rows
+    # r1's $40 and $13.33 (to its end and after), r2's $80 (the idle 20 minutes: no one's)
+    assert row["actual_to_date"].quantize(D("0.01")) == D("133.33")
+    assert ("plan llm-r1's actual counts run r2 (USD 80.00, from 2026-11-02 11:00 UTC), begun after its run's end "
+            "(2026-11-02 10:45 UTC) while it pays for storage: a later run? Register it (`spendlake estimate ... "
+            "--register NAME --start DAY`) and this plan's actual ends where it starts.") in found.notes, found.notes
+    # registered, r2 is the later plan's, and the first plan's actual ends at its start
+    register_plan(lake, replace(plan, name="llm-r2", start=datetime(2026, 11, 2, 11, tzinfo=timezone.utc)))
+    found = plans_as_of(cfg, lake, DAY)
+    assert {row["plan"]: row["actual_to_date"].quantize(D("0.01")) for row in found.rows} == {
+        "llm-r1": D("53.33"), "llm-r2": D("80.00")}, found.rows
+    assert not [note for note in found.notes if "a later run?" in note], found.notes

@@ -22,11 +22,11 @@ toward each plan its attempts' cost carries: each failed attempt as its own cost
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from rules.context import RunCosts
+from rules.context import RunCost, RunCosts
 from rules.failed_reruns import FailedReruns
 from service.core.config import Config
 from service.core.errors import UsageError
@@ -58,22 +58,27 @@ class PlanFailures:
         return self.share is not None and self.planned_share is not None and self.share > self.planned_share
 
 
-def plan_failures(config: Config, lookup: RunCosts | None, plan: Plan, until, actual: Decimal) -> PlanFailures:
-    """`plan`'s failures (module docstring) in its window to `until` (the actual's end), `actual`
-    its USD actual there; `lookup`: the section's run_costs_lookup, on its snapshot (None: no job records)."""
+def plan_runs(lookup: RunCosts | None, plan: Plan, until) -> Sequence[RunCost] | None:
+    """The runs with a cost in `plan`'s window to `until` (the actual's end), every scope's; `lookup`:
+    the section's run_costs_lookup, on its snapshot (None: no job records, and so None)."""
+    return None if lookup is None or until <= plan.start else lookup(Window(plan.start, until), COST_COLUMN)
+
+
+def plan_failures(config: Config, runs: Sequence[RunCost] | None, plan: Plan, actual: Decimal) -> PlanFailures:
+    """`plan`'s failures (module docstring) in its window, `actual` its USD actual there; `runs`: plan_runs."""
     inputs = _inputs(plan.inputs)
     planned = None if inputs is None else _planned_share(plan, inputs)
     typed = None if inputs is None else plan.inputs.get("failure_overhead", "0")
-    if lookup is None or until <= plan.start:
+    if runs is None:
         return PlanFailures(typed, planned, None, None)
     rule = FailedReruns.configured(config.rules)
     spent: dict[str, Decimal] = {}
-    for run in lookup(Window(plan.start, until), COST_COLUMN):
+    for run in runs:
         # the run's attempts of the plan's scope (all of them but in a run of several projects): the rule
         # reads every attempt of the run, a re-run of another project's attempt being a re-run all the same
-        if any(_ours(plan, attempt.owner or run.owner) for attempt in run.attempts):
+        if any(of_plan(plan, attempt.owner or run.owner) for attempt in run.attempts):
             spent[run.run] = sum((a.cost for a in rule.rerun_failures(run.attempts)
-                                  if _ours(plan, a.owner or run.owner)), Decimal(0))
+                                  if of_plan(plan, a.owner or run.owner)), Decimal(0))
     if not spent:
         return PlanFailures(typed, planned, None, None)
     total = sum(spent.values(), Decimal(0))
@@ -112,7 +117,8 @@ def _planned_share(plan: Plan, inputs: PlanInputs) -> Decimal | None:
     return inputs.failure_overhead.high / (1 + overhead) * plan.compute_cost.high / total
 
 
-def _ours(plan: Plan, owner) -> bool:
+def of_plan(plan: Plan, owner) -> bool:
+    """Whether `owner` (a run's or an attempt's) is in the plan's scope, its values folded as the actual matches them."""
     return folded(owner.project) == folded(plan.project) and (
         plan.experiment is None or folded(owner.experiment) == folded(plan.experiment))
 

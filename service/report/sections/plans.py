@@ -29,7 +29,8 @@ from service.core.units import amounts_text
 from service.findings.plan_values import unpaired
 from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
-from service.report.plan_failures import failures_note, plan_failures
+from service.report.plan_failures import failures_note, plan_failures, plan_runs
+from service.report.plan_later_runs import later_runs, later_runs_note
 from service.report.model import Chart, Column, Section, Table
 
 CENT = Decimal("0.01")
@@ -266,8 +267,10 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
         status = _status(plan, until, (data[0], ends), actual, found, counted)
-        failures = plan_failures(config, runs, plan, in_window, actual)
+        in_runs = plan_runs(runs, plan, in_window)  # None without job records
+        failures = plan_failures(config, in_runs, plan, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
+        notes += [note] if (note := later_runs_note(plan, later_runs(in_runs, plan))) else []
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")

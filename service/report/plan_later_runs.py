@@ -1,0 +1,50 @@
+"""The runs a plan's actual counts that began after its run's end: a second run of its project
+(and experiment) started while the first one's storage is kept, not registered as a plan of its
+own, whose spend the first plan's actual counts (service/report/sections/plans.py ends an actual at
+a later plan's start; a run not registered it cannot tell). Where the lake has job records
+(`attribution.clusters`), the plans section names them and their USD in its note, and how to set
+them apart: register the run (`spendlake estimate ... --register NAME --start DAY`).
+
+A later run is one of the plan's scope whose every attempt with a cost in the plan's window
+(`plan_runs`: to where its actual ends) started at or after its run's end: the plan's own run
+going on past its planned end is its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from rules.context import RunCost
+from service.core.timewindow import minute_text
+from service.core.units import amounts_text
+from service.planning.plans import Plan
+from service.report.plan_failures import of_plan
+
+LaterRun = tuple[str, datetime, Decimal]  # the run, its first attempt's start (naive UTC), its USD of the plan's scope
+
+
+def later_runs(runs: Sequence[RunCost] | None, plan: Plan) -> list[LaterRun]:
+    """Those of `runs` (plan_runs: None without job records) that began after the plan's run's end, the costliest first."""
+    ended = plan.end.astimezone(timezone.utc).replace(tzinfo=None)  # attempts' times are naive UTC
+    found = []
+    for run in runs or ():
+        starts = [a.start for a in run.attempts if a.start is not None]
+        ours = [a for a in run.attempts if a.currency == "USD" and of_plan(plan, a.owner or run.owner)]
+        cost = sum((a.cost for a in ours), Decimal(0))
+        if cost and starts and min(starts) >= ended:
+            found.append((run.run, min(starts), cost))
+    return sorted(found, key=lambda item: (-item[2], item[0]))
+
+
+def later_runs_note(plan: Plan, runs: list[LaterRun]) -> str | None:
+    """The sentence naming them, else None."""
+    if not runs:
+        return None
+    run, start, cost = runs[0]
+    more = f" and {len(runs) - 1} more runs ({amounts_text([('USD', sum(c for *_, c in runs[1:]))])})" if runs[1:] else ""
+    return (f"plan {plan.name}'s actual counts run {run} ({amounts_text([('USD', cost)])}, from {minute_text(start)} "
+            f"UTC){more}, begun after its run's end ({minute_text(plan.end)} UTC) while it pays for storage: a later "
+            "run? Register it (`spendlake estimate ... --register NAME --start DAY`) and this plan's actual ends where "
+            "it starts.")
