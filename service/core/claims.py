@@ -20,7 +20,7 @@ from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.core.config import DEFAULT_LAKE
+from service.core.config import DEFAULT_LAKE, SourceConfig, load_config
 from service.core.config_file import read_config_file
 from service.core.errors import ConfigError
 
@@ -39,6 +39,48 @@ def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
         record[FROM_LAKE_KEY] = os.path.relpath(lake.config_file, lake.root)
 
 
+def refuse_claimed(lake: Lake, sources: Iterable[SourceConfig]) -> None:
+    """A ConfigError (exit 2) for the first of `sources` that another config on this lake ran last
+    and still declares with another kind or location: ingesting it would replace the bill that
+    config stored with this one's, each config's ingest putting its own back. Nothing is refused
+    for a config without a file, nor when the other file cannot be read now (being edited)."""
+    if lake.config_file is None:
+        return
+    state = lake.read_state("sources")
+    declared: dict[Path, frozenset[str] | None] = {}
+    for source in sources:
+        other = claimant(state.get(source.name) or {}, source.name, lake.config_file, lake.root, declared)
+        theirs = _entry_of(other, source.name, lake.root) if other else None
+        if theirs is None or (theirs.kind, _place(getattr(theirs, "location", ""))) == (source.kind,
+                                                                                       _place(source.location)):
+            continue
+        where = getattr(theirs, "location", None) or "(an inventory source)"
+        raise ConfigError(
+            f"source {source.name!r} is read by {other} too, another config on this lake, as {theirs.kind} at "
+            f"{where}; this config reads it as {source.kind} at {source.location}, and ingesting it here would replace "
+            "the bill that config stored (a source name holds one bill in a lake)",
+            where=f"{source.config_path}.name",
+            hint=f"rename the source in one of the two configs; or, to read it from here only, remove it from "
+                 f"{other}, run `spendlake --config {other} forget {source.name}`, then ingest")
+
+
+def _entry_of(path: Path, name: str, root: Path) -> Any | None:
+    """The source or inventory source `name` of the config at `path`, when that file loads and reads
+    the lake at `root`; None otherwise."""
+    try:
+        config = load_config(path)
+    except ConfigError:
+        return None
+    if config.lake.resolve() != root:
+        return None
+    return next((entry for entry in (*config.sources, *config.inventory) if entry.name == name), None)
+
+
+def _place(location: str) -> str:
+    """A location as compared across configs: an s3:// prefix without its last slash, a local path resolved."""
+    return location.rstrip("/") if location.startswith("s3://") or not location else str(Path(location).resolve())
+
+
 def other_configs(lake: Lake) -> dict[str, str]:
     """The lake's orphans that another config file still declares → that file."""
     return declared_elsewhere(lake.read_state("sources"), lake.orphans(), lake.config_file, lake.root)
@@ -47,22 +89,28 @@ def other_configs(lake: Lake) -> dict[str, str]:
 def declared_elsewhere(state: dict[str, Any], sources: Iterable[str], own_file: Path | None,
                        root: Path) -> dict[str, str]:
     """Of `sources`, those another config file on the lake at `root` still declares → that file."""
-    found: dict[str, str] = {}
     declared: dict[Path, frozenset[str] | None] = {}
-    for source in sources:
-        record = state.get(source) or {}
-        candidates = [root / record[FROM_LAKE_KEY]] if isinstance(record.get(FROM_LAKE_KEY), str) else []
-        candidates += [Path(record[CONFIG_KEY])] if isinstance(record.get(CONFIG_KEY), str) else []
-        for other in dict.fromkeys(Path(os.path.normpath(c)) for c in candidates):
-            if own_file is not None and other == own_file:
-                break
-            if other not in declared:
-                declared[other] = _names_declared_by(other, root)
-            names = declared[other]
-            if names is None or source in names:
-                found[source] = str(other)
-                break
-    return found
+    found = {source: claimant(state.get(source) or {}, source, own_file, root, declared) for source in sources}
+    return {source: str(other) for source, other in found.items() if other is not None}
+
+
+def claimant(record: dict[str, Any], source: str, own_file: Path | None, root: Path,
+             declared: dict[Path, frozenset[str] | None] | None = None) -> Path | None:
+    """The other config file on the lake at `root` that ran `source` last (its `record`) and still
+    declares it; None when it is `own_file`, gone, reads another lake or no longer names it.
+    `declared`: the names each file declares, read once for many sources."""
+    declared = {} if declared is None else declared
+    candidates = [root / record[FROM_LAKE_KEY]] if isinstance(record.get(FROM_LAKE_KEY), str) else []
+    candidates += [Path(record[CONFIG_KEY])] if isinstance(record.get(CONFIG_KEY), str) else []
+    for other in dict.fromkeys(Path(os.path.normpath(c)) for c in candidates):
+        if own_file is not None and other == own_file:
+            return None
+        if other not in declared:
+            declared[other] = _names_declared_by(other, root)
+        names = declared[other]
+        if names is None or source in names:
+            return other
+    return None
 
 
 def _names_declared_by(path: Path, root: Path) -> frozenset[str] | None:

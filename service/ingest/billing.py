@@ -20,7 +20,7 @@ from connectors.base import CostConnector, Delivery, OtherDataset, cost_connecto
 from connectors.file_versions import local_version
 from connectors.storage import CHANGED_HINT
 from service.core import bill_overlap
-from service.core.claims import claim
+from service.core.claims import claim, refuse_claimed
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
@@ -104,6 +104,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
     lake = Lake.of(config)
     result = IngestResult()
     with lake.lock("ingest"):
+        refuse_claimed(lake, sources)  # another config's bill under the same name is not replaced (core/claims.py)
         lake.clean_staging()
         lake.settle()  # a commit that died between placing its files and recording them
         lake.restamp()  # a partition copied without its times is hashed once here, not at every read

@@ -1,0 +1,70 @@
+"""One source name, two configs on one lake (service/core/claims.py): an ingest, from the CLI or
+serve's job, of a name another config still declares with another kind or location is refused
+(exit 2) before it replaces that config's bill; the same bill under both, the same config
+edited or moved, ingest as before."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.core.config import load_config
+from service.core.errors import ConfigError
+from service.serve.service import run_ingest
+from tests.conftest import SAMPLES
+from tests.test_lake_integrity import BILLED, SAMPLE, attributed_total, spendlake
+
+OTHER = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+
+
+def config(root: Path, name: str, export: str, sample: Path = SAMPLE, kind: str = "focus") -> Path:
+    """`root / name`, reading `sample` in `root / export` as source `trey` into the lake `root / lake`."""
+    (root / export).mkdir(exist_ok=True)
+    shutil.copy(sample, root / export / sample.name)
+    path = root / name
+    path.write_text(yaml.safe_dump({"lake": "lake", "sources": [{"name": "trey", "kind": kind, "location": export}]}))
+    return path
+
+
+@pytest.fixture
+def first(tmp_path):
+    path = config(tmp_path, "finance.yaml", "export")
+    assert spendlake(path, "ingest").exit_code == 0
+    return path
+
+
+def test_a_name_another_config_reads_elsewhere_is_refused_naming_it(first, tmp_path):
+    second = config(tmp_path, "research.yaml", "export-b", OTHER)
+    refused = spendlake(second, "ingest")
+    assert refused.exit_code == 2, refused.output  # was 0: "trey 2024-09: committed 999 rows", the bill replaced
+    assert f"source 'trey' is read by {first} too, another config on this lake, as focus at {tmp_path / 'export'}; " \
+           f"this config reads it as focus at {tmp_path / 'export-b'}" in refused.output
+    assert f"`spendlake --config {first} forget trey`" in refused.output and "rename the source" in refused.output
+    with pytest.raises(ConfigError, match="another config on this lake"):  # serve's ingest job: its failure
+        run_ingest(load_config(second))
+    assert attributed_total(first) == BILLED
+
+
+def test_the_same_bill_the_same_config_edited_or_moved_ingest_as_before(first, tmp_path):
+    copy = tmp_path / "copy.yaml"
+    shutil.copy(first, copy)  # the same kind and location: one bill, whichever config reads it
+    assert spendlake(copy, "ingest").exit_code == 0
+    moved = tmp_path / "moved.yaml"
+    copy.rename(moved)  # the config that ran it last is gone: its claim with it
+    assert spendlake(moved, "ingest").exit_code == 0
+    config(tmp_path, "moved.yaml", "export-b", OTHER)  # edited to read elsewhere: the same config
+    edited = spendlake(moved, "ingest")
+    assert edited.exit_code == 0 and "committed" in edited.output, edited.output
+    refused = spendlake(first, "ingest")  # now finance.yaml's ingest would put its bill back: refused in turn
+    assert refused.exit_code == 2 and f"read by {moved} too" in refused.output
+    first.write_text("sources: [")  # another config being edited (unreadable) is not compared: nothing refused
+    assert spendlake(moved, "ingest").exit_code == 0
+
+
+def test_another_kind_under_the_same_location_is_refused(first, tmp_path):
+    second = config(tmp_path, "cur.yaml", "export", kind="aws-cur2")
+    refused = spendlake(second, "ingest")
+    assert refused.exit_code == 2 and "as focus at" in refused.output and "as aws-cur2 at" in refused.output
