@@ -89,6 +89,7 @@ def forget_command(obj, source: str, yes: bool) -> None:
     """Remove every partition and ledger row of SOURCE, a source no longer in the config."""
     from service.core.claims import other_configs
     from service.core.errors import UsageError
+    from service.core.serving import refuse_served
 
     lake = obj.lake
     if lake.counts(source):
@@ -99,6 +100,7 @@ def forget_command(obj, source: str, yes: bool) -> None:
         known = ", ".join(lake.orphans()) or "none"
         raise UsageError(f"the lake holds nothing of source {source!r}", where="SOURCE",
                          hint=f"orphaned sources: {known}")
+    refuse_served(lake, source)
     rows = sum(e.rows for e in lake.ledger() if e.source == source)
     other = other_configs(lake).get(source)
     shared = f"; {other}, another config on this lake, still declares it and reads it" if other else ""

@@ -117,6 +117,12 @@ class Jobs(Open):
     tops_format: StrictStr | None = None  # their form (TOPS_FORMAT): another version's are not shown (served_before)
 
 
+class ServingRecord(Open):  # service/core/serving.py
+    holder: StrictStr
+    config: StrictStr = ""
+    sources: list[StrictStr] = []
+
+
 class Rules(Open):  # service/findings/run.py
     rules: dict[str, dict[str, Any]] = {}
     seen_by: dict[str, StrictStr] = {}  # finding id → the config file whose run last saw it
@@ -168,7 +174,7 @@ SHAPES: dict[str, Any] = {
     "file_digests": dict[str, dict[str, FileDigest]],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
     "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
-    "metrics_last_good": dict[str, StoredGroup],
+    "metrics_last_good": dict[str, StoredGroup], "serving": ServingRecord,
 }
 
 

@@ -11,6 +11,7 @@ from service.core import bill_overlap, derived_records, derived_sweep
 from service.core.claims import other_configs
 from service.core.lake import Lake
 from service.core.output import one_line
+from service.core.serving import served_note
 from service.core.units import exact_text
 from service.ingest.copies import REWRITTEN_HINT
 from service.ingest.freshness import SourceFreshness
@@ -65,11 +66,13 @@ def lake_notes(lake: Lake) -> list[Note]:
 def orphan_lines(lake: Lake) -> list[str]:
     """A line per source the lake holds that the config does not declare (`status` and `verify`
     say them on stderr): what of it the lake holds, that it counts nowhere, and what removes it,
-    or which other config on the lake still reads it."""
-    others = other_configs(lake)
+    or which other config on the lake still reads it, or that the running service still serves it
+    (its config edited, not reloaded: service/core/serving.py)."""
+    others, served = other_configs(lake), served_note(lake)
     return [f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); it counts nowhere"
             + (f" here; {others[source]}, another config on this lake, still declares it and reads it"
-               if source in others else f"; `spendlake forget {source}` removes it")
+               if source in others else f"; {served[source]}" if source in served
+               else f"; `spendlake forget {source}` removes it")
             for source, tables in lake.orphans().items()]
 
 

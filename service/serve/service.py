@@ -35,6 +35,7 @@ from service.core.coverage import last_whole_day
 from service.core.lake import Lake
 from service.core.output import printable
 from service.core.pinned_root import pin_root
+from service.core.serving import serving
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
 from service.report.write import ReportResult, write_report
@@ -310,7 +311,7 @@ class Service:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
         the service to run next, once this one has let go of the lake and the port)."""
         successor = None
-        with self.lake.lock("service"):
+        with serving(self.lake, self.config):  # its sources recorded: status and forget tell them (core/serving.py)
             registry = CollectorRegistry()
             job_metrics = JobMetrics(registry, jobs=self.tasks.names())
             hours, minutes = (int(p) for p in self.config.service.daily_at.split(":"))
