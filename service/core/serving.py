@@ -69,7 +69,7 @@ def refuse_served(lake: Lake, source: str) -> None:
     if served is None or source not in served.sources:
         return
     raise LakeBusyError(f"spendlake serve (pid {served.holder}) still serves {source}: the config it runs "
-                        f"({served.config or 'its config'}, as it was read when it started or last reloaded) declares it",
+                        f"({served.config or 'its config'}, as read when it started or last reloaded) declares it",
                         where="SOURCE", hint=f"reload the service (`kill -HUP {served.pid}`) once its config no longer "
                         f"declares {source}, then `spendlake forget {source}`")
 

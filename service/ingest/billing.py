@@ -58,6 +58,7 @@ class DeliveryOutcome:
     stale: bool = False  # a copy of what copy_of held before it changed
     copy_told: bool = False  # the source's last run skipped it as this copy too, or failed for it (`status` tells it)
     warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
+    replaces: dict[str, LedgerEntry] = field(default_factory=dict)  # period → the lake's entry it replaces
 
     def lines(self) -> list[str]:
         label = ", ".join(self.delivery.periods or ()) or "(periods from data)"
@@ -69,7 +70,7 @@ class DeliveryOutcome:
             return [
                 f"{self.source} {e.billing_period}: committed {e.rows} rows "
                 + ", ".join(_total(t) for t in e.totals)
-                + (" (final)" if e.final else " (estimated)")
+                + (" (final)" if e.final else " (estimated)") + self._again(e)
                 for e in self.entries
             ]
         if self.status == "failed":
@@ -77,6 +78,16 @@ class DeliveryOutcome:
         if self.status == "waiting":
             return [f"{self.source} {label}: skipped, {self.delivery.waiting}"]
         return [f"{self.source} {label}: unchanged (delivery {self.delivery.delivery_id[:16]} already ingested)"]
+
+
+    def _again(self, entry: LedgerEntry) -> str:
+        """Said of a period read again whose files, rows and sums are those the lake held: after an
+        upgrade that names (delivery ids) or reads the files otherwise, a damaged partition, files touched."""
+        old = self.replaces.get(entry.billing_period)
+        if old is None or (sorted(old.files), old.rows, old.totals) != (sorted(entry.files), entry.rows, entry.totals):
+            return ""
+        return ("; re-stored, its sums as before: the files, rows and sums the lake held, read again (after an "
+                "upgrade that names or reads them otherwise, a damaged partition, the files copied or touched)")
 
 
 @dataclass
@@ -312,8 +323,10 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
         error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
     warnings += [plan.older[uri] for uri in delivery.files if uri in plan.older]
+    replaces = {e.billing_period: old for e in staged.entries
+                if (old := lake.ledger_entry(source.name, e.billing_period))}
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
-                           on_commit=lambda: plan.committed(lake, source.name, delivery))
+                           on_commit=lambda: plan.committed(lake, source.name, delivery), replaces=replaces)
 
 
 def _local_versions(connector: CostConnector, delivery: Delivery) -> dict[str, str | None]:
