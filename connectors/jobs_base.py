@@ -28,6 +28,7 @@ from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
 from service.core.files import hidden_folder
 from service.core.folding import folded
+from service.core.job_states import FINISHED
 from service.core.schema import INVENTORY_TABLES
 from service.core.timewindow import CLOCK_SKEW
 from service.core.units import naive_utc
@@ -290,3 +291,22 @@ def said_ahead(con: duckdb.DuckDBPyConnection, where: Path | str, rows: str, now
         log.warning("%s: %d job(s) start after this snapshot was taken (%s UTC), which no job can; the first, job %s "
                     "at %s UTC: %s", where, count, naive_utc(now).isoformat(timespec="seconds"), job,
                     start.isoformat(timespec="seconds"), cause)
+
+
+def ended_at_start(con: duckdb.DuckDBPyConnection, where: Path | str, table: str) -> str:
+    """`table` (a temporary table of one file's or answer's job records: job_id, state,
+    start_time, end_time, `_row`), its records in a FINISHED state with a start and no end
+    ended at their start, holding no GPU time, and said in one line: when they ended is not
+    known, and read as running they would hold their GPUs to the data's end (a trace's killed
+    attempt written with end `None` took the cluster's pool for a fortnight)."""
+    unended = "end_time IS NULL AND start_time IS NOT NULL AND list_contains($finished, state)"
+    params = {"finished": sorted(FINISHED)}
+    [(count, job, state)] = con.execute(f"SELECT count(*), arg_min(job_id, _row), arg_min(state, _row) FROM {table} "
+                                        f"WHERE {unended}", params).fetchall()
+    if count:
+        con.execute(f"UPDATE {table} SET end_time = start_time WHERE {unended}", params).fetchall()
+        log.warning("%s: %d job record(s) in a state a job ends in (COMPLETED, FAILED, CANCELLED, ...) have a start "
+                    "and no end: each is counted as ending at its start, holding no GPU time, not as running to the "
+                    "data's end; the first, job %s (%s): write the end its scheduler recorded", where, count, job,
+                    state)
+    return table

@@ -3,7 +3,9 @@
 Columns (header names compared case-insensitively; others are ignored):
 - required: `job_id`; `start_time` and `end_time` (ISO 8601; an offset is honoured, a time
   without one is in the source's `timezone`, UTC by default; an empty `end_time` means the
-  job still runs); `gpus` (the job's total over all its nodes, a number >= 0, fractions allowed);
+  job still runs, unless its `state` is one a job ends in: it then ends at its start, said
+  per file, jobs_base.ended_at_start); `gpus` (the job's total over all its nodes, a number
+  >= 0, fractions allowed);
 - optional: `nodes` (a Slurm hostlist, `p5-[001-004],p5-010`), `instance_ids` (`;`-separated),
   `cluster` (default: the source's `cluster`), `state` (a Slurm job state; empty: RUNNING
   without an end, else unknown), `run_id` (default `job_id`), `user`, `team`, `project`,
@@ -41,8 +43,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import (empty_file, job_file, job_row, jobs_arrow, jobs_schema, said_ahead, source_files,
-                                  stored)
+from connectors.jobs_base import (empty_file, ended_at_start, job_file, job_row, jobs_arrow, jobs_schema, said_ahead,
+                                  source_files, stored)
 from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS, JobsFileSource
 from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks_like_data, parquet_table, records,
                                       sacct_output, shown)
@@ -86,6 +88,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                               hint=f"check {where}")
         tables = [self._read(con, path, number) for number, path in enumerate(files)]
         for table, path in zip(tables, files):
+            ended_at_start(con, path, table)
             said_ahead(con, path, f"SELECT * FROM {table}", now, f"{self.config_path}.timezone", self.config.timezone)
         return [SnapshotPart("jobs", merged(con, tables, files))]
 

@@ -34,6 +34,7 @@ import duckdb
 from connectors.jobs_base import BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, stored
 from service.core import json_text
 from service.core.connection import isolated_connection
+from service.core.job_states import FINISHED
 from service.core.units import local_utc
 
 if TYPE_CHECKING:
@@ -44,9 +45,8 @@ SACCT_FORMAT = ("JobID,JobIDRaw,Cluster,Partition,Account,User,QOS,WCKey,State,S
                 "AllocTRES,JobName,Comment")  # free text last: a '|' in it is told from the delimiter
 REQUIRED = ("JobID", "JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES")
 NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID", "0"})  # "0": JSON's unset, as some tools print it
-ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-                   "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT",  # and flags set on an attempt that ended:
-                   "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"})
+ENDED = FINISHED | {"REQUEUED",  # and flags set on an attempt that ended:
+                    "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"}
 _GRES = re.compile(r"(?:^|,)gres/([^=,:]+(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
 # a GRES that shares GPUs (`shard`, `mps`) → the share of a GPU one unit is (slurm-jobs `shared_gpus`)
 GpuShares = tuple[tuple[str, float], ...]

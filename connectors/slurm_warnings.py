@@ -1,6 +1,6 @@
 """What is said of Slurm allocation records read from files or slurmrestd, in bulk over their
-table (connectors/slurm_records.py `ATTEMPT_COLUMNS`): clock skew per file, jobs running in an
-old file that later files never list; and the `errors` and `warnings` Slurm writes beside the jobs.
+table (connectors/slurm_records.py `ATTEMPT_COLUMNS`): clock skew per file, finished jobs without
+an end (ended at their start), jobs running in an old file that later files never list; and the `errors` and `warnings` Slurm writes beside the jobs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 
+from connectors.jobs_base import ended_at_start
 from connectors.slurm_records import unread_labels
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,10 @@ def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str
 
 
 def said_read(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:
-    """`attempts` (a table's name), after what is said of one file's or answer's records as a whole."""
-    return said_no_gpus(con, where, said_unread_comments(con, where, said_skewed(con, where, attempts)))
+    """`attempts` (a table's name), after what is said of one file's or answer's records as a whole,
+    those in a finished state without an End or Elapsed ended at their Start (jobs_base.ended_at_start)."""
+    return said_no_gpus(con, where, said_unread_comments(con, where, said_skewed(con, where, ended_at_start(
+        con, where, attempts))))
 
 
 def said_unread_comments(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:

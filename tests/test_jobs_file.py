@@ -597,6 +597,45 @@ def test_a_trace_job_that_never_started_is_left_out_and_said(tmp_path, monkeypat
             ) in caplog.text
 
 
+KILLED_UNENDED = """application_8,Killed,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:10:00,None,4
+application_8,Killed,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:20:00,2026-11-30 10:40:00,4
+application_9,Failed,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:00:00,,8
+"""
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
+def test_a_trace_job_that_ended_without_an_end_time_holds_no_gpu_time_and_is_said(tmp_path, monkeypatch, caplog,
+                                                                                  reader):
+    """break50b: a trace's attempt killed or failed (Philly writes `None` for its end) read as
+    running held its 4 GPUs to the data's end, 1,251 GPU-hours of a 30-minute job. A state a job
+    ends in with a start and no end ends at its start (no GPU time), said in one line with the
+    count; a RUNNING one without an end still runs."""
+    import connectors.jobs_file as jobs_file
+    import connectors.jobs_file_columns as jobs_file_columns
+
+    read_row_wise = []
+    row_wise = jobs_file.JobsFileConnector._row_wise
+    monkeypatch.setattr(jobs_file.JobsFileConnector, "_row_wise",
+                        lambda self, path, *args: read_row_wise.append(path) or row_wise(self, path, *args))
+    if reader == "row-wise":
+        monkeypatch.setattr(jobs_file_columns, "column_rows", lambda *args: None)
+    path = tmp_path / "philly.csv"
+    path.write_text(PHILLY_CSV + KILLED_UNENDED)
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path, **PHILLY).error is None
+    assert read_row_wise == ([path] if reader == "row-wise" else [])
+    assert jobs(tmp_path, "job_id, state, start_time, end_time")[3:] == [
+        ("application_4", "RUNNING", datetime(2026, 11, 30, 10), None),
+        ("application_5", "CANCELLED", datetime(2026, 11, 30, 10), datetime(2026, 11, 30, 10, 1)),
+        ("application_8", "CANCELLED", datetime(2026, 11, 30, 10, 10), datetime(2026, 11, 30, 10, 10)),
+        ("application_8", "CANCELLED", datetime(2026, 11, 30, 10, 20), datetime(2026, 11, 30, 10, 40)),
+        ("application_9", "FAILED", datetime(2026, 11, 30, 10), datetime(2026, 11, 30, 10))]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 2 job record(s) in a state a job ends in (COMPLETED, FAILED, CANCELLED, ...) have a start and no "
+        "end: each is counted as ending at its start, holding no GPU time, not as running to the data's end; the "
+        "first, job application_8 (CANCELLED): write the end its scheduler recorded"]
+
+
 def test_a_clock_ahead_leaves_each_days_job_history_where_it_was_taken(tmp_path):
     """Tags and other states take the clock-ahead snapshot's date so the one read last is the
     state (test_inventory_tags_logs); job records are history: filed under that date too, each

@@ -554,6 +554,41 @@ def test_state_flags_sacct_prints_instead_of_the_base_state_are_read_not_a_faile
         ("7", "CONFIGURING", None, 8.0), ("8", "SIGNALING", None, 8.0), ("9", "STAGE_OUT", five, 8.0)]
 
 
+@pytest.mark.parametrize("reader", ["column-wise", "line", "json"])
+def test_an_ended_job_without_an_end_or_elapsed_time_holds_no_gpu_time_and_is_said(tmp_path, monkeypatch, caplog,
+                                                                                   reader):
+    """break50b: a finished record with a Start and neither End nor Elapsed (a file exported
+    without the Elapsed column) read as running held its GPUs to the data's end. It ends at its
+    Start, said in one line with the count; a RUNNING one still runs, a REQUEUED one is left as
+    sacct wrote it."""
+    import connectors.sacct_columns as sacct_columns
+
+    if reader == "line":
+        monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    records = ((1, "CANCELLED"), (2, "RUNNING"), (3, "TIMEOUT"), (4, "REQUEUED"))
+    path = tmp_path / "sacct.txt"
+    if reader == "json":
+        path.write_text(json.dumps({"jobs": [
+            {"job_id": job, "state": {"current": state}, "time": {"submission": 1796119200, "start": 1796119205,
+                                                                   "end": 0},
+             "nodes": "p5-001", "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 8}]}}
+            for job, state in records]}))
+    else:
+        path.write_text("JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES\n" + "".join(
+            f"{job}|{job}|{state}|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|p5-001|gres/gpu=8\n"
+            for job, state in records))
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path=str(path)).error is None
+    start = datetime(2026, 12, 1, 10, 0, 5)
+    assert jobs(tmp_path, "job_id, state, start_time, end_time") == [
+        ("1", "CANCELLED", start, start), ("2", "RUNNING", start, None), ("3", "TIMEOUT", start, start),
+        ("4", "REQUEUED", start, None)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 2 job record(s) in a state a job ends in (COMPLETED, FAILED, CANCELLED, ...) have a start and no "
+        "end: each is counted as ending at its start, holding no GPU time, not as running to the data's end; the "
+        "first, job 1 (CANCELLED): write the end its scheduler recorded"]
+
+
 def test_the_reports_unfinished_jobs_count_attempts_sacct_shows_by_a_state_flag():
     """A held requeue (REQUEUE_HOLD) or special exit (SPECIAL_EXIT) bought no finished work, as a
     REQUEUED attempt; a job still COMPLETING is not unfinished."""

@@ -15,6 +15,11 @@ STATES = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",
                     "PENDING", "PREEMPTED", "RUNNING", "REQUEUED", "RESIZING", "REVOKED", "SUSPENDED", "TIMEOUT",
                     "UNKNOWN", "COMPLETING", "CONFIGURING", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
                     "SIGNALING", "SPECIAL_EXIT", "STAGE_OUT", "STOPPED"})
+# The states a job ends in for good (Slurm's base states past running): a record of one with a
+# start and no end has ended, when it does not say. Not the states a job still runs or waits in
+# (RUNNING, PENDING, SUSPENDED, ...), nor the flags of one requeued or completing.
+FINISHED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+                      "PREEMPTED", "REVOKED", "TIMEOUT"})
 STATE_SYNONYMS = {"CANCELED": "CANCELLED", "SUCCEEDED": "COMPLETED", "SUCCESS": "COMPLETED", "COMPLETE": "COMPLETED",
                   "DONE": "COMPLETED", "OOM": "OUT_OF_MEMORY", "OOMKILLED": "OUT_OF_MEMORY", "ERROR": "FAILED"}
 
