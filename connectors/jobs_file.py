@@ -34,6 +34,7 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
@@ -51,7 +52,7 @@ from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks
 from connectors.jobs_file_values import (SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
                                          parse_gpu_percent, parse_gpus, parse_instance_ids, parse_instances,
                                          parse_labels, parse_nodes, parse_restarts, parse_shared_text, parse_state,
-                                         parse_text, parse_time, present)
+                                         parse_text, parse_time, present, unknown_states)
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -207,10 +208,37 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                 column = exc.column if theirs.lower() == exc.column else f"{theirs} (read as {exc.column})"
                 cell = values.get(exc.column)
                 spans = isinstance(cell, str) and ("\n" in cell or "\r" in cell)
+                if exc.column == "state":  # a trace's own states: each of them, not the first alone
+                    exc.reason = self._unknown_states(cell, read, columns["state"], len(header))
                 raise DataError(f"{at}, column {column}: {exc.reason}"
                                 + (" (the cell spans lines: a quote left open?)" if spans else ""), where=str(path),
                                 hint="fix the file (README: jobs-file)") from None
             yield at, row
+
+    def _unknown_states(self, first: Any, rest: Iterator[Any], index: int, width: int) -> str:
+        """unknown_states of the file's state cells that are no job state nor mapped by `states`:
+        `first`, the row reader's first, and those of the records `rest` yields (their state at
+        `index`; a record of another width than the header's is left out, and the count stops at
+        a record that cannot be read), each value looked up once and counted in any case, as
+        `states` compares them, under its first spelling."""
+        spelled = {str(first).strip().lower(): str(first).strip()}  # `states` compares values in any case
+        rows, known = Counter({str(first).strip(): 1}), {}
+        try:
+            for _, record in rest:
+                cell = record[index] if len(record) == width else None
+                if not present(cell):
+                    continue
+                text = str(cell).strip()
+                if text not in known:
+                    try:
+                        known[text] = self._state(text) is not None
+                    except BadValue:
+                        known[text] = False
+                if not known[text]:
+                    rows[spelled.setdefault(text.lower(), text)] += 1
+        except DataError:
+            pass  # the first state's error is the one to fix first
+        return unknown_states(rows, f"{self.config_path}.states")
 
     def _miscounted(self, record: list[Any], header: list[str], columns: dict[str, int]) -> str:
         """What is wrong with a CSV row of another number of fields than its header, naming a

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -193,10 +194,26 @@ def parse_state(value: Any, states: Mapping[str, str] | None = None, config: str
     found = states.get(text.lower()) if states else None
     found = found or normal_state(text)
     if found is None:
-        # no state filled in for it: a hint copied as it stands must not mark pending jobs completed
-        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))}); map a trace's own "
-                       f"states with {config}: {{{yaml_key(text)}: <the one of those it means>}}")
+        raise BadValue(unknown_states(Counter({text: 1}), config))
     return found
+
+
+SHOWN_STATES = 20  # of a file's values that are no job state, those an error names
+
+
+def unknown_states(rows: Counter[str], config: str) -> str:
+    """What is wrong with a file's state values that are no job state (`rows`: each, stripped,
+    → its rows): the SHOWN_STATES with most rows, each with its count, the rest counted, and the
+    `states:` entry (`config`) mapping those shown, a placeholder for each state to fill in
+    (copied as it stands, a hint must not mark pending jobs completed: the config refuses it)."""
+    listed = rows.most_common(SHOWN_STATES)
+    said = ", ".join(f"{shown(value)} ({count:,} row{'' if count == 1 else 's'})" for value, count in listed)
+    if len(rows) > len(listed):
+        rest = sum(rows.values()) - sum(count for _, count in listed)
+        said += f" and {len(rows) - len(listed):,} more value(s) ({rest:,} rows)"
+    entries = ", ".join(f"{yaml_key(value)}: <the one of those it means>" for value, _ in listed)
+    return (f"{said} {'is not a job state' if len(rows) == 1 else 'are not job states'} (one of "
+            f"{', '.join(sorted(STATES))}); map a trace's own states with {config}: {{{entries}}}")
 
 
 def yaml_key(text: str) -> str:

@@ -162,7 +162,7 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
      "column end_time: 2026-11-30T01:00:00 is before start_time 2026-11-30T02:00:00"),
     ("job_id,start_time,end_time,gpus,nodes\n1,2026-11-30T00:00:00Z,,1,p5-[001-\n", "column nodes: '[' without ']'"),
     ("job_id,start_time,end_time,gpus,state\n1,2026-11-30T00:00:00Z,,1,sleepy\n",
-     "column state: 'sleepy' is not a job state (one of BOOT_FAIL, CANCELLED"),
+     "column state: 'sleepy' (1 row) is not a job state (one of BOOT_FAIL, CANCELLED"),
     ("job_id,start_time,end_time,gpus,labels\n1,2026-11-30T00:00:00Z,,1,team=nlp\n",
      "column labels: 'team=nlp' is not JSON"),
     ('job_id,start_time,end_time,gpus,labels\n1,2026-11-30T00:00:00Z,,1,"[1, 2]"\n',
@@ -552,8 +552,8 @@ def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config
     (tmp_path / "philly.csv").write_text(PHILLY_CSV.replace("application_2,Failed", "application_2,Waiting"))
     result = cli_inventory(tmp_path, tmp_path / "philly.csv", **PHILLY)
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
-    assert ("philly.csv: row 2 (line 3), column status (read as state): 'Waiting' is not a job state (one of "
-            "BOOT_FAIL") in result.output, result.output
+    assert ("philly.csv: row 2 (line 3), column status (read as state): 'Waiting' (1 row) is not a job state (one "
+            "of BOOT_FAIL") in result.output, result.output
     assert ("STOPPED, SUSPENDED, TIMEOUT, UNKNOWN); map a trace's own states with inventory[0].states: "
             "{Waiting: <the one of those it means>}") in " ".join(result.output.split()), result.output
     # break48: the hint was {Waiting: COMPLETED}, which, copied as it stood, marked waiting jobs completed;
@@ -562,6 +562,30 @@ def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config
     refused = cli_inventory(tmp_path, tmp_path / "philly.csv", **{**PHILLY, "states": {**PHILLY["states"], **copied}})
     assert refused.exit_code == 2, refused.output
     assert "inventory[0].states.Waiting: '<the one of those it means>' is not a job state" in refused.output
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
+def test_a_traces_states_neither_slurm_nor_mapped_are_each_named_with_their_rows(tmp_path, monkeypatch, reader):
+    """break50b: the error named the first unknown state alone, so a trace with five took five
+    runs to map. It names each, most rows first, with its rows (the first SHOWN_STATES, the rest
+    counted; `Queued` and `queued` are one, as `states:` compares them), and the `states:` entry
+    mapping those it names."""
+    if reader == "row-wise":
+        import connectors.jobs_file_columns as jobs_file_columns
+
+        monkeypatch.setattr(jobs_file_columns, "column_rows", lambda *args: None)
+    row = "application_{},{},b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-30 10:30:00,1\n"
+    states = ["Waiting", "Queued ", "Waiting", "Running", "queued", " Waiting"] + [f"s{n}" for n in range(23)]
+    (tmp_path / "philly.csv").write_text(PHILLY_CSV + "".join(row.format(10 + n, state)
+                                                              for n, state in enumerate(states)))
+    result = cli_inventory(tmp_path, tmp_path / "philly.csv", **PHILLY)
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
+    said = " ".join(result.output.split())
+    assert ("philly.csv: row 6 (line 7), column status (read as state): 'Waiting' (3 rows), 'Queued' (2 rows), "
+            "'s0' (1 row), 's1' (1 row), ") in said, result.output
+    assert "'s17' (1 row) and 5 more value(s) (5 rows) are not job states (one of BOOT_FAIL" in said, result.output
+    copied = yaml.safe_load(re.search(r"states: (\{.*?\})", said)[1])
+    assert list(copied) == ["Waiting", "Queued", *(f"s{n}" for n in range(18))]
 
 
 @pytest.mark.parametrize("state, key", [("Not Started", "Not Started"), ("No", '"No"'), ("Killed: OOM", '"Killed: OOM"')])
