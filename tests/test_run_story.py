@@ -19,6 +19,8 @@ i-b 10:00-12:00):
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -144,7 +146,9 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     csv_out = runner.invoke(cli, [*args, "csv"])
     lines = csv_out.stdout.splitlines()
     assert lines[0] == ("run,job,record,cluster,job_type,state,start,end,gpus,gpu_hours,nodes,instance_ids,cost,"
-                        "currency,shared,restart") and len(lines) == 6
+                        "currency,shared,restart,relaunched") and len(lines) == 6
+    # job 1 FAILED and job 2 did its work again: relaunched, as the JSON says it (the CSV lacked the column)
+    assert [line.split(",")[2] for line in lines[1:] if line.endswith(",true")] == ["p5/1"]
     assert lines[4].startswith("r1,7,p5/7@1,p5,pretrain,REQUEUED,2026-11-02T12:00:00Z,2026-11-02T12:15:00Z,8,"), lines
     shown = runner.invoke(cli, [*args, "json"])
     data = json.loads(shown.stdout)
@@ -164,8 +168,8 @@ def test_each_attempt_that_re_ran_failed_work_is_marked_as_the_rows_restarts_cou
     args = ["--config", path, "runs", *DAY, "--format"]
     data = json.loads(runner.invoke(cli, [*args, "json", "--run", "r1"]).stdout)
     assert [(j["record"], j["restart"]) for j in data["jobs"]] == [(j.record, j.restart) for j in result.story.jobs]
-    assert [line.rsplit(",", 1)[1] for line in runner.invoke(cli, [*args, "csv", "--run", "r1"]).stdout.splitlines()] \
-        == ["restart", "false", "false", "true", "true", "true"]  # as `shared` is written
+    written = csv.DictReader(io.StringIO(runner.invoke(cli, [*args, "csv", "--run", "r1"]).stdout))
+    assert [row["restart"] for row in written] == ["false", "false", "true", "true", "true"]  # as `shared` is written
     table = runner.invoke(cli, [*args, "table", "--run", "r1"], env={"COLUMNS": "200"}).stdout.splitlines()
     assert next(line for line in table if "┃ job " in line).split("┃")[1:3] == [" job   ", " restart "]
     cells = [line.split("│") for line in table if line.startswith("│")]

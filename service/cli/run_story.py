@@ -13,7 +13,7 @@ from service.core.output import one_line
 from service.core.units import money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
-               "instance_ids", "cost", "currency", "shared", "restart")
+               "instance_ids", "cost", "currency", "shared", "restart", "relaunched")
 # The row's idle share (of its instances over the whole window, held by the run or not), named so
 # apart from the idle line's, of the hours the run held them (break49b: 11.3% beside 1.4%)
 IDLE_SHARE = "idle share, whole window (its instances)"
