@@ -274,19 +274,20 @@ def empty_file(path: Path, size: int) -> None:
 
 
 def said_ahead(con: duckdb.DuckDBPyConnection, where: Path | str, rows: str, now: datetime,
-               zone_key: str | None = None, zone: str | None = None) -> None:
+               zone_key: str | None = None, zone: str | None = None, instants: str = "seconds since 1970") -> None:
     """One line for the jobs of `rows` (SQL: job_id, start_time as naive UTC, `_row`) that start after
     `now`, the snapshot's time, by more than CLOCK_SKEW, which no job can: their times are read in
     another zone than they were written in (a file written in Asia/Tokyo read as UTC starts every
     job 9 hours late), or the clock that wrote them runs ahead. `zone_key`: the config key naming `zone`;
-    None for times that are instants whatever the zone (slurmrestd's seconds since 1970): only a clock is wrong."""
+    None for times that are instants whatever the zone (slurmrestd's seconds since 1970; `instants` says
+    how they are written): only a clock is wrong."""
     [(count, job, start)] = con.execute(
         f"SELECT count(*), arg_min(job_id, _row), arg_min(start_time, _row) FROM ({rows}) AS t "
         "WHERE start_time > ?", [naive_utc(now) + CLOCK_SKEW]).fetchall()
     if count:
         cause = (f"its times are read in {zone} ({zone_key}): written in another zone? (set {zone_key} to theirs; "
                  "else the clock that wrote them runs ahead)" if zone_key else
-                 "its times are seconds since 1970, the same in every zone: the clock that wrote them runs ahead of "
+                 f"its times are {instants}, the same in every zone: the clock that wrote them runs ahead of "
                  "this machine's, or this machine's runs behind (compare both with NTP)")
         log.warning("%s: %d job(s) start after this snapshot was taken (%s UTC), which no job can; the first, job %s "
                     "at %s UTC: %s", where, count, naive_utc(now).isoformat(timespec="seconds"), job,

@@ -10,7 +10,9 @@ import gzip
 import itertools
 import json
 import logging
+import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 from zoneinfo import ZoneInfo
@@ -19,9 +21,9 @@ import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
-from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter
+from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter, records
 from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
-from connectors.slurm_records import REQUIRED, Attempt, BadRecord, GpuShares, attempts_schema, stored_attempts
+from connectors.slurm_records import EPOCH, REQUIRED, Attempt, BadRecord, GpuShares, attempts_schema, stored_attempts
 from connectors.slurm_warnings import said_not_utf8, said_read, said_warnings, slurm_errors
 from service.core import json_text
 
@@ -79,15 +81,37 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
     return said_read(con, path, table)
 
 
-JSON_PEEK = 65536  # bytes written_as_json reads to find a file's first character that is not blank
+PEEK = 65536  # bytes instant_times reads: a file's first character that is not blank, its first job
+EPOCH_WORDS = "seconds since 1970"
 
 
-def written_as_json(path: Path) -> bool:
-    """Whether the file is a sacct --json document, as file_attempts tells it: its times are
-    seconds since 1970, the same in every zone (the source's `timezone` reads only parsable2)."""
+def instant_times(path: Path) -> str | None:
+    """How the file's times are written when they are instants, the same in every zone, so the
+    source's `timezone` reads none of them: `seconds since 1970` (a sacct --json document, as
+    file_attempts tells it, or --parsable2 with SLURM_TIME_FORMAT=%s) or `written with their UTC
+    offset` (%FT%T%z); None when they are read in the zone. A parsable2 file is told by its first
+    job's Submit: sacct writes every time of a file in one format. Reads its first PEEK bytes."""
     with job_file(path) as raw:
-        head = _unzipped(raw).read(JSON_PEEK)
-    return _json_start(head.removeprefix(b"\xef\xbb\xbf").lstrip().decode("utf-8", errors="replace"))
+        head = _unzipped(raw).read(PEEK)
+    text = head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
+    if _json_start(text.lstrip()):
+        return EPOCH_WORDS
+    lines = text.split("\n")  # at LF alone, as _lines reads them
+    if len(head) == PEEK:  # its last line may be cut at the peek's end
+        lines.pop()
+    delimiter = header_delimiter(next((line.lstrip() for line in lines if line.strip()), ""), REQUIRED)
+    if delimiter is None:
+        return None
+    read = records(lines, delimiter)
+    header, first = next(read, (0, []))[1], next(read, (0, []))[1]
+    at = header.index("Submit")
+    submit = first[at].strip() if len(first) > at else ""
+    if re.fullmatch(EPOCH, submit):
+        return EPOCH_WORDS
+    try:
+        return "written with their UTC offset" if datetime.fromisoformat(submit).tzinfo is not None else None
+    except ValueError:
+        return None
 
 
 def _json_start(first: str) -> bool:

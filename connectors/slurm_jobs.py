@@ -31,7 +31,7 @@ from pydantic import Field, field_validator, model_validator
 from connectors.http_json import get_json, under
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, said_ahead, source_files
-from connectors.sacct_files import file_attempts, written_as_json
+from connectors.sacct_files import file_attempts, instant_times
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, GpuShares, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_read, said_stale_running, said_unshared_gpus, said_warnings, slurm_errors
@@ -117,8 +117,11 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
             if read is not None:
-                zone_key = None if written_as_json(path) else f"{self.config_path}.timezone"  # JSON: epoch times
-                said_ahead(con, path, f"SELECT * FROM {read}", now, zone_key, self.config.timezone)
+                if instants := instant_times(path):  # times no zone reads: a clock is wrong, not a zone
+                    said_ahead(con, path, f"SELECT * FROM {read}", now, instants=instants)
+                else:
+                    said_ahead(con, path, f"SELECT * FROM {read}", now, f"{self.config_path}.timezone",
+                               self.config.timezone)
                 tables.append(read)
         if not tables:
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),

@@ -97,3 +97,27 @@ def test_a_parquet_timestamp_before_2000_fails_too_and_an_origin_counts_from_its
     assert run(trace, "jobs-file", trace / "jobs.csv", time_format="seconds",
                time_origin="2026-11-01T00:00:00Z").error is None
     assert starts(trace) == [("t", datetime(2026, 11, 1, 0, 1))]
+
+
+
+@pytest.mark.parametrize("submit, start, instants", [
+    ("1796133000", "1796133600", "seconds since 1970"),
+    ("2026-12-01T13:50:00+0000", "2026-12-01T14:00:00+0000", "written with their UTC offset")])
+def test_jobs_starting_after_the_snapshot_in_a_parsable2_file_of_instants_are_said_as_a_clock_not_a_zone(
+        tmp_path, caplog, submit, start, instants):
+    """sacct --parsable2 written with SLURM_TIME_FORMAT=%s (seconds since 1970) or %FT%T%z: its times
+    are instants, which the source's timezone does not read, yet the line said to set
+    inventory[0].timezone. Job 7 starts at 14:00 UTC, after the snapshot at 06:00 in any zone."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "sacct.txt").write_text("JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES\n"
+                                      f"7|7|RUNNING|{submit}|{start}|Unknown|p5-001|gres/gpu=8\n"
+                                      "8|8|COMPLETED|1796029200|1796032800|1796040000|p5-002|gres/gpu=8\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, "slurm-jobs", folder, timezone="Asia/Tokyo").error is None
+    assert said(caplog) == [
+        f"{folder / 'sacct.txt'}: 1 job(s) start after this snapshot was taken (2026-12-01T06:00:00 UTC), which no "
+        f"job can; the first, job 7 at 2026-12-01T14:00:00 UTC: its times are {instants}, the same in every "
+        "zone: the clock that wrote them runs ahead of this machine's, or this machine's runs behind (compare both "
+        "with NTP)"]
+    assert starts(tmp_path)[0] == ("7", datetime(2026, 12, 1, 14))
