@@ -70,6 +70,32 @@ def test_runs_checks_the_rules_on_the_connection_it_answers_on(tmp_path, monkeyp
     assert json.loads(shown.stdout)["rows"] and len(opened) == 1
 
 
+@pytest.mark.parametrize("billed", [True, False])
+def test_runs_keeps_its_rule_check_by_the_snapshot_it_answered_in(tmp_path, billed):
+    # `runs` gave the check its connection without the snapshot that connection reads, so no check
+    # was kept: /api/v1/runs read the job records for the rules again on every request. Billed or
+    # not (a lake of job records alone reads them on a connection of its own)
+    from service.attribution import RunsQuery, idle_job_rules, runs
+    from service.core.config import load_config
+    from service.core.lake import Lake
+
+    config = load_config(_config(tmp_path))
+    lake = Lake.of(config)
+    if not billed:
+        lake = Lake(tmp_path / "jobs-only")
+        add_jobs(lake, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", name="eval-mmlu")])
+    answer = runs(lake, config, RunsQuery.parse(since="2026-11-01", until="2026-11-03"))
+    assert answer.lake_empty is not billed
+    assert "attribution.dimensions.job_type.rules[1]" in [rule.path for rule in answer.idle_rules]
+
+    class Unread:  # the check of that answer's snapshot and window is kept: no job record is read again
+        def execute(self, *args):
+            raise AssertionError("read again")
+
+    assert idle_job_rules(lake, config.attribution, answer.window, con=Unread(),
+                          snapshot=answer.read_in) == list(answer.idle_rules)
+
+
 def test_attribute_checks_the_rules_on_the_connection_it_answers_on(tmp_path, monkeypatch):
     # `attribute --by job_type` opened a second connection for the rules, after its answer (perf48
     # moved `runs`' onto its own); the API's answer (job_rules=True) keeps the check by its snapshot

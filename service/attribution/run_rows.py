@@ -119,7 +119,7 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
         con = lake.query(snapshot, tables=READ_TABLES)
         try:
             records = job_records(lake, con, config, query.window, None, query.run, query.as_of)
-            idle_rules = tuple(idle_job_rules(lake, config, query.window, con=con))
+            idle_rules = tuple(idle_job_rules(lake, config, query.window, con=con, snapshot=snapshot))
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,
                               ClusterUsage(query.window, query.cost, (), ()), query.naming("run"),
                               rules) if query.run else None
@@ -162,7 +162,7 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     kept, left_out = kept_by_state(query, rows)
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
                    states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
-                   idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con)))
+                   idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con, snapshot=snapshot)))
 
 
 def _summed(query: RunsQuery, usage: ClusterUsage) -> dict[tuple[str, str | None], list]:
