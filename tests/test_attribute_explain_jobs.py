@@ -70,8 +70,8 @@ def test_one_job_id_of_two_attempts_or_two_sources_is_told_apart_by_its_cluster_
             {**job("7", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-a"]), "record_id": "p5/7@2"},
             job("9", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"])]
     lake, _ = setup(tmp_path, lines, jobs)
-    add_jobs(lake, [{**job("9", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-c"], cluster="east"),
-                     "record_id": "east/9"}], source="east")
+    add_jobs(lake, [job("9", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-c"], cluster="east")],
+             source="east")
     path = tmp_path / "spendlake.yaml"
     path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "inventory": [
         {"name": name, "kind": "jobs-file", "path": str(tmp_path / name)} for name in ("slurm", "east")],

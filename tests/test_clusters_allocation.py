@@ -30,7 +30,9 @@ def gpu_line(instance: str, cost: str = "80", start: str = "2026-11-02T10:00:00"
 
 
 def job(record: str, gpus: float, start: str, end: str | None, **fields) -> dict:
-    return job_row(record_id=f"p5/{record}", job_id=record, cluster=fields.pop("cluster", "p5"),
+    """A job record as a source of `cluster` (default p5) writes it: its record id `<cluster>/<id>`."""
+    cluster = fields.pop("cluster", "p5")
+    return job_row(record_id=f"{cluster}/{record}", job_id=record, cluster=cluster,
                    state=fields.pop("state", "COMPLETED"), start_time=datetime.fromisoformat(start),
                    end_time=datetime.fromisoformat(end) if end else None, gpus=float(gpus), **fields)
 
@@ -55,6 +57,13 @@ def by(lake, cfg, dims, window=NOVEMBER, **kwargs) -> dict:
 def assert_ties_out(lake, cfg):
     results = reconcile(lake, cfg)
     assert results and all(r.ok for r in results), [(r.cost, r.difference) for r in results if not r.ok]
+
+
+def test_the_job_helper_names_a_record_by_its_own_cluster():
+    """job() named every record p5/<id>, whatever its cluster: east's job 9 and p5's were one record
+    id, so a test of two sources' same job id had to spell the record id itself."""
+    assert [job("9", 8, "2026-11-02T10:00:00", None, **extra)["record_id"]
+            for extra in ({}, {"cluster": "east"})] == ["p5/9", "east/9"]
 
 
 def test_a_job_spanning_two_instances(tmp_path):
