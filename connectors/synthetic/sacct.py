@@ -8,7 +8,7 @@ One file per day, as a site's cron writes them just after midnight UTC:
     sacct --json --allusers --duplicates --starttime=<day> --endtime=<day+1> > sacct-<day>.json
 
 so every job active that day is listed as it stood at the day's end: a long attempt RUNNING
-in several files (without its comment, which Slurm 22.05 stores when a job ends) and ended in
+in several files (without its comment, which Slurm stores when a job ends) and ended in
 a later one, a job submitted late in the evening PENDING, each attempt of a requeued job a
 record of its own (the slurm-jobs connector keeps one per record, the ended one).
 
@@ -16,7 +16,12 @@ record of its own (the slurm-jobs connector keeps one per record, the ended one)
 
 `running_comments=True` writes a running job's comment too (`spendlake demo`: its running runs are
 found by their name, `runs --run sft-chat-v5-28`, as the ended ones are; the default keeps the
-shape 22.05 gave tests/data/slurm/sacct-running.json, a running job without its comment).
+shape 22.05 gave tests/data/slurm/sacct-running.json, a running job without its comment). No Slurm
+version's sacct shows one: slurmctld sends slurmdbd a job's comment with its end alone (the job
+complete message, with AccountingStoreFlags=job_comment; the job start message carries none: 22.05's
+files in tests/data/slurm/ and Slurm's current accounting_storage_slurmdbd.c alike), so such files
+are the demo's, whatever release META declares (22.05.8: the one whose openapi/dbv0.0.38 shape they
+have; a later release would change their shape, not this).
 """
 
 from __future__ import annotations
@@ -110,7 +115,7 @@ def _record(job: SlurmJob, cluster: str, epoch: int, moment: int, running_commen
     exit_code = FAILURE if state in ("FAILED", "OUT_OF_MEMORY") else SUCCESS
     return {
         "account": job.account,
-        # 22.05 stores the comment when the job ends: a running or pending job shows none (unless asked)
+        # Slurm stores the comment when the job ends: a running or pending job shows none (unless asked)
         "comment": {"administrator": None, "job": job.comment if job.comment and (
             running_comments and state == "RUNNING" or state not in ("RUNNING", "PENDING")) else None, "system": None},
         "allocation_nodes": len(nodes),

@@ -81,9 +81,9 @@ ATTRIBUTION = {
         "team": {"tags": ["team", "owner-team", "account"]},
         "project": {"tags": ["project", "wckey"]},
         "experiment": {"tags": ["experiment"]},
-        # a job's comment labels say its type once it ended; while it runs (Slurm 22.05 stores
-        # the comment when a job ends: the demo writes it from the start, RUNNING_COMMENTS, for
-        # its run) and for debug sessions (no labels) its partition and name do
+        # a job's comment labels say its type once it ended; while it runs (Slurm stores the
+        # comment when a job ends: the demo writes it from the start, RUNNING_COMMENTS, for its
+        # run) and for debug sessions (no labels) its partition and name do
         "job_type": {"rules": [{"match": {"partition": "debug"}, "value": "debug"},
                                {"match": {"partition": "eval"}, "value": "eval"},
                                {"match": {"job_name": "^sft-"}, "value": "sft"},
@@ -99,7 +99,8 @@ ATTRIBUTION = {
 
 # The demo's sacct files show a running job's comment (its run, experiment and job type labels), so
 # a run still running is found by its name (`runs --run sft-chat-v5-28`), its cost under its run, not
-# under its job id: Slurm 22.05's sacct stores the comment only when the job ends (connectors.synthetic.sacct).
+# under its job id. No Slurm version's sacct does: Slurm stores the comment only when the job ends
+# (connectors.synthetic.sacct), so a site's running run is found by its job id until then.
 RUNNING_COMMENTS = True
 
 # `spendlake estimate --gpu H100` (or A100) prices a run at what the demo's bill charges a GPU-hour:
