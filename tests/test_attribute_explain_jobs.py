@@ -92,6 +92,33 @@ def test_one_job_id_of_two_attempts_or_two_sources_is_told_apart_by_its_cluster_
                       "job:9 (east, COMPLETED)", "job:9 (p5, COMPLETED)"], table.output
 
 
+def test_two_attempts_of_one_job_that_ended_alike_are_told_apart_by_their_records(tmp_path):
+    """A job requeued twice: attempts 7@1 (10:00-10:15) and 7@2 (10:15-10:45) both REQUEUED, on i-a
+    ($80 an hour, 8 GPUs each): $20 and $40, then 7@3 COMPLETED 10:45-11:00, $20. Its REQUEUED parts
+    were one, job:7 (p5, REQUEUED) $60; each now carries its record (JSON `record`; the table says
+    it where cluster and state are the same)."""
+    attempts = [("1", "10:00", "10:15", "REQUEUED"), ("2", "10:15", "10:45", "REQUEUED"),
+                ("3", "10:45", "11:00", "COMPLETED")]
+    jobs = [{**job("7", 8, f"2026-11-02T{start}:00", f"2026-11-02T{end}:00", instance_ids=["i-a"], state=state),
+             "record_id": f"p5/7@{n}"} for n, start, end, state in attempts]
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
+                                    "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "j")}],
+                                    "attribution": {"clusters": {}}}))
+    args = ["--config", str(path), "attribute", "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team",
+            "--explain"]
+    shown = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.stdout)["rows"]
+    assert [(p["how"], p["job_state"], p["record"], Decimal(p["cost"])) for p in row["explain"]] == [
+        ("job:7", "REQUEUED", "p5/7@2", 40), ("job:7", "COMPLETED", "p5/7@3", 20), ("job:7", "REQUEUED", "p5/7@1", 20)]
+    table = CliRunner().invoke(cli, [*args, "--format", "table"], env={"COLUMNS": "160"})
+    assert table.exit_code == 0, table.output
+    placed = [line.split("│")[4].strip() for line in table.output.splitlines() if "│ team" in line]
+    assert placed == ["job:7 (p5, REQUEUED, p5/7@2)", "job:7 (p5, COMPLETED)", "job:7 (p5, REQUEUED, p5/7@1)"]
+
+
 def test_a_job_part_of_no_cluster_is_told_apart_by_its_state_alone():
     """review49's cosmetic item: a job part without a cluster read `job:7 (None, FAILED)`."""
     from service.cli.attribute import _jobs_folded

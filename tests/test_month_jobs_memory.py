@@ -15,6 +15,7 @@ from decimal import Decimal
 from service.attribution import compute, run_inputs, run_rows
 from service.attribution.clusters import usage_dims
 from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.job_how import job_how
 from service.attribution.needs import Needs
 from service.core.config import parse_config
 from service.core.timewindow import parse_window
@@ -183,7 +184,7 @@ def test_one_runs_answer_reads_its_own_jobs_parts_and_records_and_sums_the_rest_
 
     def parts(*args):
         for row in window_parts(*args):
-            jobs_read.update(how for how in row[5] if how and how.startswith("job:"))
+            jobs_read.update(job_how(how)[0] for how in row[5] if how and how.startswith("job:"))  # its job
             yield row
 
     def records(*args):

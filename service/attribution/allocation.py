@@ -47,6 +47,7 @@ from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_
 from service.attribution.allocation_placement import hour_ctes, instance_ctes, jobs_cte, placement_ctes
 from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
+from service.attribution.job_how import RECORD_MARK
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
 from service.core.job_windows import POD_UID
 from service.core.schema import LINE_PRODUCTS
@@ -354,7 +355,8 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
         else:
             picks.append(f"sl.{column}")
     job_dims = [d for d in dims if d in JOB_COLUMNS]
-    how = ("CASE sp.a_part WHEN 'job' THEN 'job:' || j.job_id WHEN 'pod' THEN 'job:' || "
+    how = (f"CASE sp.a_part WHEN 'job' THEN 'job:' || j.job_id || chr({ord(RECORD_MARK)}) || j.record_id "
+           "WHEN 'pod' THEN 'job:' || "
            "concat_ws('/', p.pod_namespace, p.pod_name) WHEN 'idle' THEN 'idle:' || coalesce(sp.a_ref, 'unknown') END")
     fields = {"j_name": ("j.name", "p.pod_name"), "j_partition": ("j.partition", "NULL"),
               "j_qos": ("j.qos", "NULL"), "j_namespace": ("j.namespace", "p.pod_namespace")}

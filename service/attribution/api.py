@@ -69,6 +69,7 @@ from decimal import Decimal
 from types import MappingProxyType
 
 from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.job_how import job_how
 from service.attribution.job_rules import idle_job_rules
 from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, reserved_runs, window_at
@@ -86,7 +87,7 @@ from service.core.units import OTHER
 
 NO_PARTS: Mapping = MappingProxyType({})  # a row's contributions when nothing is explained
 # What tells apart the parts of one `job:<id>` in --explain: two sources' same id (their clusters),
-# a requeued job's attempts (their states; attempts of one state stay one part, as run_story's)
+# a requeued job's attempts (their states, and their records: job_how)
 JOB_PART = ("cluster", "job_state")
 
 
@@ -210,7 +211,11 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
             total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal) if explain else NO_PARTS))
             for d in (by if explain else ()):
                 how = hows[index[d]]
-                parts[(d, how, tuple(values[i] for i in of_job) if how and how.startswith("job:") else ())] += amount
+                if how and how.startswith("job:"):
+                    how, record = job_how(how)
+                    parts[(d, how, tuple(values[i] for i in of_job), record)] += amount
+                else:
+                    parts[(d, how, (), None)] += amount
             grouped[key] = (total + amount, parts)
         return grouped
 
@@ -231,9 +236,10 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         prev = shown_previous.get(key, (Decimal(0), {}))[0] if compare else None
         shown = {d: (OTHER if v == OTHER and keep is not None else spell.get((d, v), v)) for d, v in zip(by, values)}
         contributions = tuple(Contribution(d, _how_label(config, d, h), c,
-                                           *(spell.get((dim, v), v) for dim, v in zip(JOB_PART, job)))
-                              for (d, h, job), c in sorted(parts.items(), key=lambda item: (
-                                  item[0][0], -abs(item[1]), item[0][1], tuple(v or "" for v in item[0][2]))))
+                                           *(spell.get((dim, v), v) for dim, v in zip(JOB_PART, job)), record=record)
+                              for (d, h, job, record), c in sorted(parts.items(), key=lambda item: (
+                                  item[0][0], -abs(item[1]), item[0][1], tuple(v or "" for v in item[0][2]),
+                                  item[0][3] or "")))
         rows.append(AttributionRow(shown, currency, amount, period, prev, contributions))
     rows.sort(key=lambda r: (r.period or date.min, r.currency or "", -r.cost, tuple(r.values.values())))
     totals = defaultdict(lambda: [Decimal(0), Decimal(0)])

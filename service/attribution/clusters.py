@@ -25,6 +25,7 @@ from decimal import Decimal
 
 from service.attribution.sessions import engine_of, read_sessions
 from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums
+from service.attribution.job_how import job_how
 from service.attribution.needs import Needs
 from service.attribution.sql import how_col
 from service.attribution.window_sql import INSIDE, OVERLAPS
@@ -113,7 +114,7 @@ def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, 
     for (_, currency, _, values, hows), amount in attributed_sums(
             session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job,
             whole_runs=whole_runs).items():
-        kind, colon, name = (hows[at] or "").partition(":")
+        kind, colon, name = job_how(hows[at] or "")[0].partition(":")  # a job's part: its job, not its record
         if kind in ("job", "idle"):
             yield kind, name if by_job or colon else None, currency, values, amount
 

@@ -65,6 +65,7 @@ import pyarrow as pa
 from service.attribution.allocation_weights import GPU_SHARES
 from service.attribution.allocation_eks import NANO
 from service.attribution.compute import RollupSession, split_exactly, split_weights, window_parts
+from service.attribution.job_how import shown_how_sql
 from service.attribution.jobs import allocation_inputs
 from service.attribution.needs import Needs
 from service.attribution.rollup_versions import inventory_keys
@@ -159,14 +160,15 @@ def _cluster_allocated(clusters: bool, prefix: str, shown: Mapping[str, str]) ->
     unit = "CASE a.a_basis WHEN 'eks' THEN a.currency || ' split cost' ELSE 'GPU-Hours' END"
     ratio = "round(CAST(a.a_weight AS DOUBLE) / CAST(a.a_weight_total AS DOUBLE), 12)"
     element = f"json_object('AllocatedRatio', {ratio}, 'UsageUnit', {unit}, 'UsageQuantity', round({quantity}, 12))"
+    placed = shown_how_sql("a.a_how")  # `job:<id>`: its record is --explain's
     tags = "MAP {" + ", ".join(f"'{TAG_PREFIX}{d}': {shown.get(d, 'NULL')}" for d in ("cluster", "run")) + "}"
     part = {
         "AllocatedMethodId": "CASE a.a_basis WHEN 'eks' THEN 'spendlake-cluster-eks-split' "
                              "ELSE 'spendlake-cluster-gpu-time' END",
-        "AllocatedMethodDetails": f"CAST(json_object('Elements', json_array({element}), 'x_Placement', a.a_how) "
+        "AllocatedMethodDetails": f"CAST(json_object('Elements', json_array({element}), 'x_Placement', {placed}) "
                                   "AS VARCHAR)",
-        "AllocatedResourceId": "a.a_how",
-        "AllocatedResourceName": "coalesce(a.j_name, a.a_how)",
+        "AllocatedResourceId": placed,
+        "AllocatedResourceName": f"coalesce(a.j_name, {placed})",
         "AllocatedTags": f"CAST(to_json({tags}) AS VARCHAR)" if prefix else tags,
     }
     return {name: f"CASE WHEN a.a_basis IS NOT NULL THEN {part[name]} ELSE {own[name]} END" for name in ALLOCATED}

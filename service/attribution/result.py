@@ -27,6 +27,8 @@ class Contribution:
     # a requeued job's attempts (api.JOB_PART); None otherwise
     cluster: str | None = None
     job_state: str | None = None
+    # a job's part: the record of its attempt (job_how), which tells apart attempts of one state
+    record: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ class AttributionResult:
             if self.explain:
                 item["explain"] = [{"dimension": c.dimension, "how": c.how, "cost": _dec(c.cost),
                                     **({"cluster": c.cluster, "job_state": c.job_state} if c.cluster or c.job_state
-                                       else {})} for c in row.explain]
+                                       else {}), **({"record": c.record} if c.record else {})} for c in row.explain]
             rows.append(item)
         totals = []
         for currency, cost, previous in self.totals:

@@ -18,6 +18,7 @@ from decimal import Decimal
 
 from service.attribution.clusters import ClusterUsage, grouped_exactly, placed_totals
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
+from service.attribution.job_how import job_id_sql
 from service.attribution.run_inputs import SEVERAL, VALUES, held_key
 from service.attribution.sql import dim_col, how_col
 from service.attribution.window_sql import INSIDE
@@ -52,7 +53,7 @@ def run_sums(session: RollupSession, config: AttributionConfig, window: Window,
     per_run = ", ".join(f"min({d}_lo), max({d}_hi), sum({d}_n), bool_or({d}_null)" for d in OWN_VALUES)
     rows = session.con.execute(
         f"WITH parts AS (SELECT lower({dim_col('run')}) AS run, currency, lower({dim_col('cluster')}) AS cluster, "
-        f"substr({how_col('run')}, strpos({how_col('run')}, ':') + 1) AS job, {lowered}, {cost} AS amount "
+        f"{job_id_sql(how_col('run'))} AS job, {lowered}, {cost} AS amount "
         f"FROM {ROLLUP_VIEW} WHERE {INSIDE} AND {kind} = 'job' AND {cost} IS NOT NULL), "
         f"clusters AS (SELECT run, currency, cluster, sum(amount) AS cost, list(DISTINCT job) AS jobs, {per_cluster} "
         "FROM parts GROUP BY run, currency, cluster) "

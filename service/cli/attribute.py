@@ -98,12 +98,20 @@ def _jobs_folded(parts: list[dict]) -> list[dict]:
     """A row's parts for the table: per dimension its SHOWN_JOBS largest job parts (the API
     sorts them largest first), the others summed on one line; CSV and JSON list each job. A
     `job:<id>` the row holds twice (two sources' same id, a requeued job's attempts) is told
-    apart by its cluster and state after it, as the JSON tells them (`cluster`, `job_state`)."""
+    apart by its cluster and state after it, as the JSON tells them (`cluster`, `job_state`),
+    and its record where those are the same (two attempts that ended alike: `record`)."""
     shown, listed, rest = [], Counter(), {}
-    twice = Counter((part["dimension"], part["how"]) for part in parts)
     told = ("cluster", "job_state")  # those a part has: a job of no cluster says only its state
-    parts = [{**part, "how": f"{part['how']} ({', '.join(str(part[k]) for k in told if part.get(k) is not None)})"}
-             if twice[(part["dimension"], part["how"])] > 1 else part for part in parts]
+    twice = Counter((part["dimension"], part["how"]) for part in parts)
+    alike = Counter((part["dimension"], part["how"], *(part.get(k) for k in told)) for part in parts)
+
+    def said(part: dict) -> str:
+        words = [str(part[k]) for k in told if part.get(k) is not None]
+        if alike[(part["dimension"], part["how"], *(part.get(k) for k in told))] > 1 and part.get("record"):
+            words.append(part["record"])
+        return f"{part['how']} ({', '.join(words)})"
+
+    parts = [{**part, "how": said(part)} if twice[(part["dimension"], part["how"])] > 1 else part for part in parts]
     for part in parts:
         dim = part["dimension"]
         if not part["how"].startswith("job:"):
