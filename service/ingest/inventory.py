@@ -35,8 +35,9 @@ from service.core.snapshot_ledger import SET_ASIDE, check_snapshot, read_record,
 from service.core.snapshot_set_aside import set_aside_damaged, set_aside_files
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import CLOCK_SKEW, day_text, iso_utc
-from service.core.units import aware_utc, utc_now_iso
+from service.core.units import aware_utc
 from service.ingest.freshness import record_run, record_sources
+from service.ingest.unlabelled_pods import say_unlabelled_pods
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -357,30 +358,5 @@ def _record(lake: Lake, outcome: InventoryOutcome) -> None:
         if not known or parse_utc(known) < outcome.data_through:
             record[STATE_KEY] = iso_utc(outcome.data_through)
     if outcome.unlabelled_pods is not None:
-        _say_unlabelled_pods(outcome, record)
+        say_unlabelled_pods(outcome.source, outcome.unlabelled_pods, record)
     record_sources(lake, state, outcome.source, bool(outcome.rows))
-
-
-UNLABELLED_KEY = "pods_without_labels_since"
-
-
-def _say_unlabelled_pods(outcome: InventoryOutcome, record: dict) -> None:
-    """GPU pods without any label (kube-state-metrics v2 without --metric-labels-allowlist):
-    said as a warning on the first run that finds them so, then at INFO until they carry
-    labels again. Every dimension reads a job's labels (by its tag keys, its name by default)
-    before its rules, so there is no config to tell that nobody wants them; but an operator
-    who chose namespace rules knows it after the first run, and an hourly warning they cannot
-    act on hides the ones they can. The source's record keeps when it was first said."""
-    if not outcome.unlabelled_pods:
-        record.pop(UNLABELLED_KEY, None)
-        return
-    said = record.get(UNLABELLED_KEY)
-    log.log(logging.INFO if said else logging.WARNING,
-            "inventory source %s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run "
-            "comes from pod labels (every pod's cost goes to its dimensions' rules or default): kube-state-metrics v2 writes "
-            "only the labels its --metric-labels-allowlist names (none by default); start it with "
-            "--metric-labels-allowlist=pods=[team,project,run] (the keys your dimensions and the source's run_labels "
-            "read)%s", outcome.source, outcome.unlabelled_pods,
-            f"; said as a warning at {said}, and again once the pods have had labels" if said else
-            "; said as a warning this once, at INFO on later runs until the pods carry labels")
-    record.setdefault(UNLABELLED_KEY, utc_now_iso())
