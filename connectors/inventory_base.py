@@ -65,6 +65,12 @@ class FileOrApiConnector(Configured[SourceT]):
     def local_paths(self) -> list[Path]:
         return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
 
+    def inputs(self) -> list[Path] | None:
+        """The local files and folders a snapshot reads when it asks nothing else (no API, bucket or
+        URL): what service/ingest/inventory_inputs.py fingerprints to skip a read of the same
+        bytes; None: it asks something else."""
+        return self.local_paths() if self.config.path else None
+
 
 # ---- helpers shared by the connectors ------------------------------------------------------
 

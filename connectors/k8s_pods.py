@@ -118,6 +118,9 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
     def local_paths(self) -> list[Path]:
         return []
 
+    def inputs(self) -> None:
+        return None  # Prometheus' answers
+
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         c = self.config
         end = now.astimezone(timezone.utc).replace(microsecond=0)

@@ -125,6 +125,10 @@ class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
                                                                           self._load_local_manifest(manifest)))
         return paths
 
+    def inputs(self) -> list[Path] | None:
+        """Its `path` and `lifecycle_path` when it lists no bucket and reads no S3 Inventory report."""
+        return None if self.config.buckets or self.config.inventory_manifests else self.local_paths()
+
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         parts: list[SnapshotPart] = []
         api_buckets: list[str] = []

@@ -303,18 +303,23 @@ def _fits(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> bool:
 
 
 def unchanged(lake: CommitTarget, staged: Path, target: Path, facts: dict | None) -> bool:
-    """Whether the staged snapshot is the one in place: the same bytes (a snapshot's rows are
-    sorted, so the same inventory gives the same file) and facts as its record, which the file
-    still matches. Storing it again would change nothing but its record's time, and an hourly
-    inventory of unchanged files rewrote every partition (746,322 GPU rows). What the last
-    verify found of it is dropped, as a write does: its bytes are its record's."""
+    """Whether the staged snapshot is the one in place (`in_place`: a snapshot's rows are sorted,
+    so the same inventory gives the same file). Storing it again would change nothing but its
+    record's time, and an hourly inventory of unchanged files rewrote every partition (746,322 GPU
+    rows)."""
+    return in_place(lake, target, sha256_file(staged), facts)
+
+
+def in_place(lake: CommitTarget, target: Path, digest: str, facts: dict | None) -> bool:
+    """Whether the snapshot `target` holds the bytes of SHA-256 `digest` and records `facts`, its
+    record matching the file. What the last verify found of it is dropped, as a write does: its
+    bytes are its record's."""
     record = read_record(lake.root, target)
     kept = {key: value for key, value in (record or {}).items() if key not in (*RECORD_FIELDS, "mtime_ns",
                                                                                "written_at", "previous")}
     # a record stamped ahead of this clock (a clock that ran ahead wrote it) is written again, stamped now
     if not record or kept != (facts or {}) or not target.is_file() or str(record.get("written_at")) > utc_now_iso():
         return False
-    digest = sha256_file(staged)
     if record.get("sha256") != digest or sha256_file(target) != digest:
         return False
     forget_problems(lake, {str(target.parent.relative_to(lake.root))})

@@ -30,7 +30,7 @@ def remove_source(lake: SnapshotLake, source: str) -> None:
             folder.unlink()
         shutil.rmtree(folder, ignore_errors=True)
         forget_records(lake.root, table, source)
-    for name in ("file_periods", "file_digests"):  # what ingest knows of its files
+    for name in ("file_periods", "file_digests", "inventory_inputs"):  # what ingest knows of its files
         _drop(lake, name, source)
     verified = lake.read_state("verify")  # a verify keeps what it did not check: its damage would stay
     if any(p["source"] == source for p in verified.get("problems", [])):

@@ -70,6 +70,19 @@ class FileDigest(Open):  # service/ingest/copies.py
     of_manifest: StrictBool | None = None  # … which a manifest listed
 
 
+class PartitionRead(Open):
+    sha256: StrictStr | None = None
+    rows: StrictInt = Field(ge=0)
+
+
+class InventoryInputs(Open):  # service/ingest/inventory_inputs.py: a source's last read of its files
+    digest: StrictStr
+    day: StrictStr
+    partitions: dict[StrictStr, PartitionRead]
+    skipped: dict[StrictStr, StrictStr] = {}
+    data_through: UtcText | None = None
+
+
 class PartitionProblem(Open):  # Lake.record_verify
     source: StrictStr
     billing_period: StrictStr
@@ -171,7 +184,7 @@ SNAPSHOT_RECORD, DERIVED_RECORD = TypeAdapter(SnapshotRecord), TypeAdapter(Deriv
 
 SHAPES: dict[str, Any] = {
     "sources": dict[str, SourceRecord], "file_periods": dict[str, dict[str, FileEntry]],
-    "file_digests": dict[str, dict[str, FileDigest]],
+    "file_digests": dict[str, dict[str, FileDigest]], "inventory_inputs": dict[str, InventoryInputs],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
     "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
     "metrics_last_good": dict[str, StoredGroup], "serving": ServingRecord,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.inventory_base import SnapshotPart
+from connectors.inventory_base import InventoryConnector, SnapshotPart
 from service.attribution import newly_ended, newly_unasked
 from service.core.claims import claim
 from service.core.config import Config, InventorySource
@@ -36,9 +36,10 @@ from service.core.snapshot_set_aside import set_aside_damaged, set_aside_files
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import CLOCK_SKEW, day_text, iso_utc
 from service.core.units import aware_utc
+from service.ingest import inventory_inputs
 from service.ingest.freshness import record_run, record_sources
-from service.ingest.unlabelled_pods import say_unlabelled_pods
 from service.ingest.rollups import refresh_rollups
+from service.ingest.unlabelled_pods import say_unlabelled_pods
 
 log = logging.getLogger(__name__)
 
@@ -112,30 +113,20 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         day = _snapshot_day(lake, source.name, now)
         _set_aside_jobs_ahead(lake, source.name, now)
         con = lake.writer(connector.local_paths())
-        written: set[Path] = set()
+        found = inventory_inputs.inputs(connector, source)
+        last = found.last_read(lake, day, connector.feeds.partition_key == "snapshot_date") if found else None
         try:
-            with lake.scratch() as scratch:
-                for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
-                    key = INVENTORY_PARTITION[table]
-                    facts = _window(source, table, now)
-                    if table == "jobs":
-                        relation, facts = _with_earlier(lake, con, relation, source.name, value, facts, now)
-                    relation = relation.order(", ".join(_sort_key(table)))
-                    before = read_record(lake.root, lake.partition_file(table, [("source", source.name), (key, value)]))
-                    try:
-                        path = lake.commit_snapshot(con, relation, table=table, source=source.name,
-                                                    key=key, value=value, facts=facts)
-                        count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
-                    except duckdb.Error as exc:
-                        raise duckdb_error(exc, f"could not write {table}", where=source.config_path,
-                                           hint="check the source's data against the table's columns") from None
-                    # the same bytes as the snapshot in place are not stored again (commit.unchanged)
-                    stored = outcome.rows if read_record(lake.root, path) != before else outcome.unchanged
-                    stored[f"{table} {key}={value}"] = int(count)
-                    reaches = _data_through(table, relation, now)
-                    if reaches and (outcome.data_through is None or reaches > outcome.data_through):
-                        outcome.data_through = reaches
-                    written.add(path)
+            if last:  # the files its last read read, whose partitions are in place: not read again
+                log.debug("inventory source %s: its files are those its last snapshot read: not read again", source.name)
+                outcome.unchanged, outcome.skipped, outcome.data_through = last.counts, last.skipped, last.data_through
+                files = last.files
+            else:
+                with inventory_inputs.warnings_said() as said:
+                    files = _read_and_commit(lake, con, connector, source, outcome, day, now)
+                if found and not said:  # a warning is said again by the next run, which reads
+                    found.remember(lake, day, files, outcome.rows | outcome.unchanged, outcome.skipped,
+                                   outcome.data_through)
+            written = set(files.values())
             _set_aside_damaged(lake, source.name, written)
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in [*outcome.rows, *outcome.unchanged]):
                 _warn_old_record_ids(lake, con, source.name)
@@ -159,6 +150,36 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     except SpendlakeError as exc:  # a full disk: its own failure, else this one, beside what it stored
         outcome.error = outcome.error or exc
     return outcome
+
+
+def _read_and_commit(lake: Lake, con: duckdb.DuckDBPyConnection, connector: InventoryConnector,
+                     source: InventorySource, outcome: InventoryOutcome, day: str, now: datetime) -> dict[str, Path]:
+    """Read the source and commit each of its partitions (`outcome`'s rows, or unchanged); each
+    part → its file."""
+    written: dict[str, Path] = {}
+    with lake.scratch() as scratch:
+        for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
+            key = INVENTORY_PARTITION[table]
+            facts = _window(source, table, now)
+            if table == "jobs":
+                relation, facts = _with_earlier(lake, con, relation, source.name, value, facts, now)
+            relation = relation.order(", ".join(_sort_key(table)))
+            before = read_record(lake.root, lake.partition_file(table, [("source", source.name), (key, value)]))
+            try:
+                path = lake.commit_snapshot(con, relation, table=table, source=source.name,
+                                            key=key, value=value, facts=facts)
+                count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
+            except duckdb.Error as exc:
+                raise duckdb_error(exc, f"could not write {table}", where=source.config_path,
+                                   hint="check the source's data against the table's columns") from None
+            # the same bytes as the snapshot in place are not stored again (commit.unchanged)
+            stored = outcome.rows if read_record(lake.root, path) != before else outcome.unchanged
+            stored[f"{table} {key}={value}"] = int(count)
+            reaches = _data_through(table, relation, now)
+            if reaches and (outcome.data_through is None or reaches > outcome.data_through):
+                outcome.data_through = reaches
+            written[f"{table} {key}={value}"] = path
+    return written
 
 
 def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:

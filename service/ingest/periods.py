@@ -114,7 +114,7 @@ class Plan:
     def committed(self, lake: Lake, source: str, delivery: Delivery) -> None:
         """Remember the periods each file of a delivery committed without a survey held."""
         if delivery is self.together and self.found:
-            state = _cache(lake)
+            state = read_cache(lake)
             state.setdefault(source, {}).update(self.found)
             lake.write_state(STATE, state)
 
@@ -132,7 +132,7 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     listed = [uri for delivery in result.deliveries if not delivery.waiting for uri in delivery.files]
     found = _without_copies(lake, connector, source, loose, listed, ledger)
     loose, result.skipped, result.older = found.read, found.skipped, found.older
-    state = _cache(lake)
+    state = read_cache(lake)
     known: dict[str, dict] = state.get(source, {})
     ids = {f.files[0]: f.delivery_id for f in loose}
     loose, moved = _as_delivered(connector, loose, known, result.versions)
@@ -191,13 +191,14 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     return result
 
 
-def _cache(lake: Lake, name: str = STATE) -> dict:
-    """What ingest knows of each file's periods (or digests). Only a cache: a damaged one is read
-    as empty (each loose file is read again) and written anew, instead of stopping every ingest."""
+def read_cache(lake: Lake, name: str = STATE) -> dict:
+    """What ingest knows of each file's periods (or digests, or an inventory source's files:
+    service.ingest.inventory_inputs). Only a cache: a damaged one is read as empty (each file is
+    read again) and written anew, instead of stopping every ingest."""
     try:
         return lake.read_state(name)
     except DataError as exc:
-        log.warning("%s: %s; every loose file is read again and the file written anew", exc.where, exc.message)
+        log.warning("%s: %s; every file it knew is read again and the file written anew", exc.where, exc.message)
         lake.write_state(name, {})
         return {}
 
@@ -206,7 +207,7 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
                     listed: Sequence[str], ledger: Sequence[LedgerEntry]) -> copies.Copies:
     """The loose files to read, one of each content, and the copies skipped (service.ingest.copies),
     with the digests it read remembered."""
-    state = _cache(lake, DIGESTS)
+    state = read_cache(lake, DIGESTS)
     known: dict[str, dict] = state.get(source, {})
     with ExitStack() as stack:
         scratch: list = []

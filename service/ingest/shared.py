@@ -33,7 +33,7 @@ def told(lake: Lake, sources: Sequence[str], declared: Collection[str]) -> list[
             files[entry.source].update(entry.files)
     try:
         known = {uri: r for records in lake.read_state(DIGESTS).values() for uri, r in records.items()}
-    except DataError:  # only a cache (service.ingest.periods._cache): the files are read
+    except DataError:  # only a cache (service.ingest.periods.read_cache): the files are read
         known = {}
     warnings = []
     for source in sources:

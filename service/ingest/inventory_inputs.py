@@ -1,0 +1,189 @@
+"""An inventory source's inputs fingerprinted: local files read before are not read again.
+
+A source that reads local files alone (`path`: no API, bucket or URL; the connector's
+`inputs()`) gets a digest of what decides its snapshot: the SHA-256 of every file under its
+paths (by name: a file changed in place with the same size and time is read again, as one
+added or removed), its config entry, DuckDB's version and spendlake's own code (a fix in a
+reader is read again once). A run whose digest is the one its source's last read recorded,
+and whose partitions are still the files that read wrote (each one's record and bytes; for a
+table of snapshot dates, the same date), reads nothing: its partitions are `unchanged`, as
+a read that staged the same bytes would have found them (`commit.unchanged`), where the demo's
+hourly inventory read and staged its 746,322 GPU rows and 666 job records for nothing
+(bench/README.md).
+
+What a digest cannot hold is not recorded: a read that logged a warning (said again on the
+next run, which reads), a failed one, one whose files changed while it read (their size,
+time or inode before and after), a source that asks anything but files. Recorded in
+`_state/inventory_inputs.json` per source (forget drops it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from service.core.commit import in_place
+from service.core.config import InventorySource
+from service.core.coverage import parse_utc
+from service.core.integrity import sha256_file
+from service.core.lake import Lake
+from service.core.snapshot_ledger import read_record
+from service.core.timewindow import iso_utc
+from service.ingest.periods import read_cache
+
+log = logging.getLogger(__name__)
+
+STATE = "inventory_inputs"  # {source: {"digest", "day", "partitions": {part: {"sha256", "rows"}}, "skipped", "data_through"}}
+FORMAT = "inventory-inputs/1"
+
+
+@dataclass(frozen=True)
+class LastRead:
+    """What the source's last read of the same files found: each partition's rows (part, as an
+    outcome names it: `<table> <key>=<value>`) and file, the files it skipped and why, how far
+    its data reached."""
+
+    counts: dict[str, int]
+    files: dict[str, Path]
+    skipped: dict[str, str]
+    data_through: datetime | None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a source reads, as this run found it before reading: `digest`, and each file's
+    (size, mtime_ns, inode) to tell one that changed while it was read."""
+
+    source: str
+    digest: str
+    stats: tuple[tuple[str, int, int, int], ...]
+
+    def last_read(self, lake: Lake, day: str, snapshot_dates: bool) -> LastRead | None:
+        """The source's last read when this run's inputs are its inputs (and, `snapshot_dates`,
+        its day this run's) and its partitions are still the files it wrote (`commit.in_place`,
+        which reads each file's bytes); else None."""
+        read = read_cache(lake, STATE).get(self.source)
+        if not read or read["digest"] != self.digest or (snapshot_dates and read["day"] != day):
+            return None
+        files = {part: partition_file(lake, self.source, part) for part in read["partitions"]}
+        if not all(in_place(lake, files[part], found["sha256"], None) for part, found in read["partitions"].items()):
+            return None
+        return LastRead({part: found["rows"] for part, found in read["partitions"].items()}, files,
+                        dict(read["skipped"]), parse_utc(read["data_through"]) if read["data_through"] else None)
+
+    def remember(self, lake: Lake, day: str, files: dict[str, Path], counts: dict[str, int],
+                 skipped: dict[str, str], data_through: datetime | None) -> None:
+        """Record this run's read of the inputs (`files`: each part's file, stored or found
+        unchanged, `counts` its rows), unless they changed while it read them; an earlier record
+        of other inputs goes. Not recorded (a full disk): read again next run."""
+        state = read_cache(lake, STATE)
+        entry = None if _stats([Path(path) for path, *_ in self.stats]) != self.stats else {
+            "digest": self.digest, "day": day, "skipped": dict(skipped),
+            "data_through": iso_utc(data_through) if data_through else None,
+            "partitions": {part: {"sha256": (read_record(lake.root, file) or {}).get("sha256"), "rows": counts[part]}
+                           for part, file in files.items()}}
+        if entry is None:
+            log.debug("inventory source %s: its files changed while they were read: read again next run", self.source)
+        if state.get(self.source) == entry:
+            return
+        state.pop(self.source, None)
+        state.update({self.source: entry} if entry else {})
+        try:
+            lake.write_state(STATE, state)
+        except OSError as exc:
+            log.info("inventory source %s: what its files were is not recorded (%s): they are read again next run",
+                     self.source, exc)
+
+
+def inputs(connector: object, source: InventorySource) -> Inputs | None:
+    """The source's inputs as they are now, or None when it reads anything but local files."""
+    paths = getattr(connector, "inputs", lambda: None)()
+    if paths is None:
+        return None
+    digest = hashlib.sha256(FORMAT.encode())
+    config = json.dumps(source.model_dump(mode="json"), sort_keys=True, default=str)
+    code = _code_digest(Path(__file__).parents[1], Path(inspect.getfile(type(connector))).parent)
+    for part in (duckdb.__version__, code, config):
+        digest.update(part.encode() + b"\0")
+    if not all(path.is_dir() or path.is_file() for path in paths):
+        return None  # missing, or a FIFO: the read says what it is
+    files = sorted({file for path in paths for file in _files(path)})
+    try:
+        for file in files:
+            digest.update(f"{file}\0{sha256_file(file)}\0".encode())
+    except OSError:  # unreadable: the read says it
+        return None
+    return Inputs(source.name, digest.hexdigest(), _stats(files))
+
+
+def partition_file(lake: Lake, source: str, part: str) -> Path:
+    """The file of `part` (`<table> <key>=<value>`, as an outcome names it)."""
+    table, partition = part.split(" ", 1)
+    key, value = partition.split("=", 1)
+    return lake.partition_file(table, [("source", source), (key, value)])
+
+
+@contextmanager
+def warnings_said() -> Iterator[list[logging.LogRecord]]:
+    """The warnings this thread logs inside the block (another thread's, serve's, are not its)."""
+    said: list[logging.LogRecord] = []
+    handler = _Said(said, threading.get_ident())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield said
+    finally:
+        root.removeHandler(handler)
+
+
+class _Said(logging.Handler):
+    def __init__(self, said: list[logging.LogRecord], thread: int):
+        super().__init__(logging.WARNING)
+        self.said, self.thread = said, thread
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            self.said.append(record)
+
+
+def _files(path: Path) -> Iterator[Path]:
+    """Every file under `path` (hidden ones too: a folder renamed visible changes the digest),
+    not following links to folders, as the readers do not."""
+    if not path.is_dir():
+        yield path
+        return
+    for folder, _, names in os.walk(path):
+        yield from (Path(folder, name) for name in names if Path(folder, name).is_file())
+
+
+def _stats(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
+    found = []
+    for file in files:
+        try:
+            stat = file.stat()
+            found.append((str(file), stat.st_size, stat.st_mtime_ns, stat.st_ino))
+        except OSError:
+            found.append((str(file), -1, -1, -1))
+    return tuple(found)
+
+
+@functools.cache
+def _code_digest(*folders: Path) -> str:
+    """The Python code under `folders`: spendlake's and its connector's (a reader changed reads again)."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for file in sorted(folder.rglob("*.py")):
+            digest.update(f"{file.relative_to(folder)}\0".encode() + file.read_bytes())
+    return digest.hexdigest()
