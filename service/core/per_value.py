@@ -83,7 +83,8 @@ class PerValueSelect:
                             lambda as_text: con.sql(self.select(as_text)))
 
 
-def streamed(part: duckdb.DuckDBPyRelation | PerValuePart) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
+def streamed(part: duckdb.DuckDBPyRelation | PerValuePart,
+             chosen: dict[tuple[str, ...], tuple[str, ...]] | None = None) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
     """What the stager streams of `part` and the columns it converts per distinct value. A column
     whose texts are mostly distinct in the part's first HEAD_ROWS rows is converted per row in the
     SELECT, which in DuckDB's pipeline costs less than the round trip through Arrow (1M unique
@@ -91,13 +92,22 @@ def streamed(part: duckdb.DuckDBPyRelation | PerValuePart) -> tuple[duckdb.DuckD
     is every per-value column before it in the SELECT: the stager's conversions fail after the
     SELECT's, so a file whose values are bad in several columns names the first, as the SELECT
     does. A part that cannot give only some columns as text (no `some_as_text`) then streams its
-    canonical relation."""
+    canonical relation. `chosen` (a delivery's, kept by the stager): the choice made by its first
+    part of the same per-value columns, taken again without counting: the count is a query over
+    the part's head, the whole of a small part (200 CSV.gz parts of ~11 lines: 43 of the stage's
+    78 s), and only how fast a part is read depends on it, never a value or an error."""
     if not isinstance(part, PerValuePart):
         return part, {}
-    distinct = ", ".join(f'count(DISTINCT "{name}")' for name in part.per_value)
-    [(rows, *counts)] = part.rows.limit(HEAD_ROWS).aggregate(f"count(*), {distinct}").fetchall()
-    last_distinct = max((place for place, count in enumerate(counts) if count > rows // 2), default=-1)
-    repeating = dict(list(part.per_value.items())[last_distinct + 1:])
+    key = tuple(part.per_value)
+    if chosen is not None and key in chosen:
+        repeating = {name: part.per_value[name] for name in chosen[key]}
+    else:
+        distinct = ", ".join(f'count(DISTINCT "{name}")' for name in part.per_value)
+        [(rows, *counts)] = part.rows.limit(HEAD_ROWS).aggregate(f"count(*), {distinct}").fetchall()
+        last_distinct = max((place for place, count in enumerate(counts) if count > rows // 2), default=-1)
+        repeating = dict(list(part.per_value.items())[last_distinct + 1:])
+        if chosen is not None:
+            chosen[key] = tuple(repeating)
     if len(repeating) == len(part.per_value):
         return part.rows, part.per_value
     if not repeating or part.some_as_text is None:

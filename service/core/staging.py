@@ -86,6 +86,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
     part_periods: list[set[str]] = []
     converter = Converter(con)
+    chosen: dict[tuple[str, ...], tuple[str, ...]] = {}  # per_value.streamed's choice, by the first part
     period_names = PeriodNames(con)
 
     def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str]) -> None:
@@ -105,7 +106,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
         for number, part in enumerate(parts, 1):
             files = part.files if isinstance(part, FilesPart) else 1
             part = part.rows if isinstance(part, FilesPart) else part
-            part, per_value = streamed(part)
+            part, per_value = streamed(part, chosen)
             line_item, interval = LINE_ITEM_KEY
             key_hash = (f", CASE WHEN {line_item} IS NOT NULL THEN hash({line_item}, {interval}) END AS {LINE_ITEM_HASH}"
                         if line_item in part.columns else "")
