@@ -14,6 +14,7 @@ import pytest
 
 from connectors.aws_listing import AwsListing
 from connectors.gpu_metrics import GpuMetricsConnector
+from connectors.s3_objects import S3ObjectsConnector
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
@@ -121,3 +122,17 @@ def test_a_snapshot_of_the_same_files_on_another_day_is_read_and_stored_for_that
     assert reads == ["tags"] * 2
     assert list(next_day.rows) == ["resource_tags snapshot_date=2026-11-29"]
     assert Lake.of(config).read_state("inventory_inputs")["tags"]["day"] == "2026-11-29"
+
+
+def test_a_source_of_two_tables_not_read_again_tells_them_in_the_order_its_read_did(tmp_path, monkeypatch):
+    """s3-objects stores s3_objects, then s3_buckets: a run that reads nothing says them in that order."""
+    read = []
+    monkeypatch.setattr(S3ObjectsConnector, "snapshot",
+                        lambda self, *args, snapshot=S3ObjectsConnector.snapshot: read.append(1) or snapshot(self, *args))
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "s3", "kind": "s3-objects", "path": str(DATA / "s3" / "listing.csv"),
+         "lifecycle_path": str(DATA / "s3" / "lifecycle.json")}]})
+    [first] = run_inventory(config, now=NOW)
+    [again] = run_inventory(config, now=NOW)
+    assert len(read) == 1 and list(first.rows) == ["s3_objects snapshot_date=2026-11-28", "s3_buckets snapshot_date=2026-11-28"]
+    assert again.lines() == [line.replace("rows stored", "rows unchanged, not stored again") for line in first.lines()]

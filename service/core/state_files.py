@@ -71,6 +71,7 @@ class FileDigest(Open):  # service/ingest/copies.py
 
 
 class PartitionRead(Open):
+    part: StrictStr
     sha256: StrictStr | None = None
     rows: StrictInt = Field(ge=0)
 
@@ -78,7 +79,7 @@ class PartitionRead(Open):
 class InventoryInputs(Open):  # service/ingest/inventory_inputs.py: a source's last read of its files
     digest: StrictStr
     day: StrictStr
-    partitions: dict[StrictStr, PartitionRead]
+    partitions: list[PartitionRead]
     skipped: dict[StrictStr, StrictStr] = {}
     data_through: UtcText | None = None
 

@@ -45,8 +45,8 @@ from service.ingest.periods import read_cache
 
 log = logging.getLogger(__name__)
 
-STATE = "inventory_inputs"  # {source: {"digest", "day", "partitions": {part: {"sha256", "rows"}}, "skipped", "data_through"}}
-FORMAT = "inventory-inputs/1"
+STATE = "inventory_inputs"  # {source: {"digest", "day", "partitions": [{"part", "sha256", "rows"}], "skipped", "data_through"}}
+FORMAT = "inventory-inputs/2"
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,10 @@ class Inputs:
         read = read_cache(lake, STATE).get(self.source)
         if not read or read["digest"] != self.digest or (snapshot_dates and read["day"] != day):
             return None
-        files = {part: partition_file(lake, self.source, part) for part in read["partitions"]}
-        if not all(in_place(lake, files[part], found["sha256"], None) for part, found in read["partitions"].items()):
+        files = {found["part"]: partition_file(lake, self.source, found["part"]) for found in read["partitions"]}
+        if not all(in_place(lake, files[found["part"]], found["sha256"], None) for found in read["partitions"]):
             return None
-        return LastRead({part: found["rows"] for part, found in read["partitions"].items()}, files,
+        return LastRead({found["part"]: found["rows"] for found in read["partitions"]}, files,
                         dict(read["skipped"]), parse_utc(read["data_through"]) if read["data_through"] else None)
 
     def remember(self, lake: Lake, day: str, files: dict[str, Path], counts: dict[str, int],
@@ -92,8 +92,8 @@ class Inputs:
         entry = None if _stats([Path(path) for path, *_ in self.stats]) != self.stats else {
             "digest": self.digest, "day": day, "skipped": dict(skipped),
             "data_through": iso_utc(data_through) if data_through else None,
-            "partitions": {part: {"sha256": (read_record(lake.root, file) or {}).get("sha256"), "rows": counts[part]}
-                           for part, file in files.items()}}
+            "partitions": [{"part": part, "sha256": (read_record(lake.root, file) or {}).get("sha256"),
+                            "rows": counts[part]} for part, file in files.items()]}  # a list: told in the read's order
         if entry is None:
             log.debug("inventory source %s: its files changed while they were read: read again next run", self.source)
         if state.get(self.source) == entry:
