@@ -188,7 +188,8 @@ def test_a_later_run_not_registered_that_a_plans_actual_counts_after_its_runs_en
     assert row["actual_to_date"].quantize(D("0.01")) == D("133.33")
     assert ("plan llm-r1's actual counts run r2 (USD 80.00, from 2026-11-02 11:00 UTC), begun after its run's end "
             "(2026-11-02 10:45 UTC) while it pays for storage: a later run? Register it (`spendlake estimate ... "
-            "--register NAME --start DAY`) and this plan's actual ends where it starts.") in found.notes, found.notes
+            "--register NAME --project llm --experiment e1 --start DAY`: its scope, or the whole project's) and this "
+            "plan's actual ends where it starts.") in found.notes, found.notes
     # registered, r2 is the later plan's, and the first plan's actual ends at its start
     register_plan(lake, replace(plan, name="llm-r2", start=datetime(2026, 11, 2, 11, tzinfo=timezone.utc)))
     found = plans_as_of(cfg, lake, DAY)

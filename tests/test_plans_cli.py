@@ -574,10 +574,51 @@ def test_a_second_run_registered_within_the_first_plans_storage_retention_ends_t
     # second counts its own run and first's storage kept while it ran ($10 a day): what the lake spent then
     assert (rows["second"]["actual_to_date"], rows["second"]["status"]) == (620, "over plan"), rows["second"]
     assert ("plan first's actual ends where plan second starts (2026-11-24 00:00 UTC), a later run of project llm-7b "
-            "before the end of the storage it priced: USD 630.00 since is not in its actual (after_end): from then it "
-            "is plan second's.") in found.notes, found.notes
+            "before the end of the storage it priced: USD 630.00 on project llm-7b since is not in its actual "
+            "(after_end): from then plan second's actual counts it (past where that ends, its after_end)."
+            ) in found.notes, found.notes
     # a later plan of another project, or one starting once the storage's retention has ended, does not end it
     for project, start in (("other", 24), ("llm-7b", 27)):
         register_plan(lake, replace(plan("second", project, "600"), start=datetime(2026, 11, start, tzinfo=timezone.utc)))
         [first] = [row for row in plans_as_of(lake_config(lake=lake), lake, AS_OF).rows if row["plan"] == "first"]
         assert (first["actual_to_date"], first["status"]) == (870, "over plan"), (project, first)
+
+
+def test_only_a_later_plan_covering_the_first_plans_scope_ends_its_actual(tmp_path):
+    # review50: a later plan of one experiment ended a project-wide plan's actual at its start: the project's other
+    # spend from then (e1's storage) was in neither actual, and the note said "from then it is plan second's". e1
+    # runs 48 h from the 20th ($110, $110, then $10 a day of storage to the 26th); e2 runs from the 24th ($300 a day)
+    from dataclasses import replace
+
+    spend = {"e1": {20: "110", 21: "110", **{d: "10" for d in range(22, 27)}}, "e2": {24: "300", 25: "300"}}
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", cost, tags={"project": "llm-7b", "experiment": e})
+                                for e, days in spend.items() for d, cost in days.items()]
+                     + [line(f"2026-11-{d:02d}T00:00:00", "1", tags={"project": "other"}) for d in range(18, 30)])
+    first = replace(plan("first", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                    run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
+                    compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70)))
+    second = replace(plan("second", "llm-7b", "600"), start=datetime(2026, 11, 24, tzinfo=timezone.utc),
+                     run_hours=Span(Decimal(48), Decimal(48)), compute_cost=Span(Decimal(600), Decimal(600)))
+    register_plan(lake, first)
+    register_plan(lake, replace(second, experiment="e2"))
+    found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
+    rows = {row["plan"]: row for row in found.rows}
+    # first (the whole project) counts all of it to the end of what it prices, e2's run too: both actuals count that
+    assert (rows["first"]["actual_to_date"], rows["first"]["status"]) == (870, "over plan"), rows["first"]
+    assert rows["second"]["actual_to_date"] == 600, rows["second"]
+    assert not [note for note in found.notes if "actual ends where" in note], found.notes
+    assert ("plans first and second cover the same spend (project llm-7b, experiment e2 from 2026-11-24 00:00 to "
+            "2026-11-26 00:00 UTC): each one's actual counts it.") in found.notes, found.notes
+    # the whole project's later plan covers first's experiment: first's actual ends at its start, e1's storage since
+    # is second's (its actual counts the whole project's spend from then)
+    register_plan(lake, replace(first, experiment="e1"))
+    register_plan(lake, second)
+    found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
+    rows = {row["plan"]: row for row in found.rows}
+    assert (rows["first"]["actual_to_date"], rows["first"]["after_end"]) == (240, 30), rows["first"]
+    assert rows["second"]["actual_to_date"] == 620, rows["second"]
+    assert ("plan first's actual ends where plan second starts (2026-11-24 00:00 UTC), a later run of project llm-7b "
+            "before the end of the storage it priced: USD 30.00 on project llm-7b, experiment e1 since is not in its "
+            "actual (after_end): from then plan second's actual counts it (past where that ends, its after_end)."
+            ) in found.notes, found.notes
+    assert not [note for note in found.notes if note.startswith("plans ")], found.notes

@@ -3,7 +3,8 @@
 own, whose spend the first plan's actual counts (service/report/sections/plans.py ends an actual at
 a later plan's start; a run not registered it cannot tell). Where the lake has job records
 (`attribution.clusters`), the plans section names them and their USD in its note, and how to set
-them apart: register the run (`spendlake estimate ... --register NAME --start DAY`).
+them apart: register the run (`spendlake estimate ... --register NAME --start DAY`) with the plan's
+scope or the whole project's (a narrower one does not end the plan's actual: sections/plans.py).
 
 A later run is one of the plan's scope whose every attempt with a cost in the plan's window
 (`plan_runs`: to where its actual ends) started at or after its run's end: the plan's own run
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from decimal import Decimal
+from shlex import quote
 
 from rules.context import RunCost
 from service.core.timewindow import minute_text
@@ -46,5 +48,6 @@ def later_runs_note(plan: Plan, runs: list[LaterRun]) -> str | None:
     more = f" and {len(runs) - 1} more runs ({amounts_text([('USD', sum(c for *_, c in runs[1:]))])})" if runs[1:] else ""
     return (f"plan {plan.name}'s actual counts run {run} ({amounts_text([('USD', cost)])}, from {minute_text(start)} "
             f"UTC){more}, begun after its run's end ({minute_text(plan.end)} UTC) while it pays for storage: a later "
-            "run? Register it (`spendlake estimate ... --register NAME --start DAY`) and this plan's actual ends where "
-            "it starts.")
+            f"run? Register it (`spendlake estimate ... --register NAME --project {quote(plan.project)}"
+            f"{f' --experiment {quote(plan.experiment)}' if plan.experiment else ''} --start DAY`: its scope, or the "
+            "whole project's) and this plan's actual ends where it starts.")

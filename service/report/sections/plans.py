@@ -131,12 +131,14 @@ def priced_until(plan: Plan) -> datetime:
 
 def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | None]:
     """Where the plan's actual ends, and the plan ending it: what it prices (`priced_until`), or
-    the start of the first later plan of its scope (`_same_scope`) starting at or after its run's
-    end while it pays for storage: a second run of the project within the retention, whose actual
-    counts the spend from then, where the first plan's counted it too, its compute read as the
-    first run's (over plan). Its storage kept after then is in the later plan's actual; a later
-    run not registered stays in this plan's."""
-    later = [other for other in plans if other is not plan and _same_scope(plan, other)
+    the start of the first later plan whose scope covers its own (`_covers`) starting at or after
+    its run's end while it pays for storage: a second run of the project within the retention,
+    whose actual counts the spend from then, where the first plan's counted it too, its compute
+    read as the first run's (over plan). Its storage kept after then is in the later plan's actual;
+    a later run not registered stays in this plan's, and so does one of a narrower scope (an
+    experiment of a project-wide plan: the rest of the project's spend is in no later actual; both
+    count that experiment's, and _overlaps says so)."""
+    later = [other for other in plans if other is not plan and _covers(other, plan)
              and plan.end <= other.start < priced_until(plan)]
     first = min(later, key=lambda other: (other.start, other.name), default=None)
     return (priced_until(plan), None) if first is None else (first.start, first)
@@ -156,17 +158,27 @@ def _after_end(config: Config, lake: Lake, plan: Plan, since: datetime, until: d
 
 
 def _overlaps(plans: list[Plan]) -> list[str]:
-    """A sentence for each two plans whose scopes and windows overlap: both actuals count that spend."""
+    """A sentence for each two plans whose scopes and counted windows (from the start to
+    counted_until: a narrower later plan within one's storage retention too) overlap: both actuals
+    count that spend."""
     said = []
     for i, one in enumerate(plans):
         for other in plans[i + 1:]:
-            since, until = max(one.start, other.start), min(one.end, other.end)
+            since = max(one.start, other.start)
+            until = min(counted_until(one, plans)[0], counted_until(other, plans)[0])
             experiments = {one.experiment, other.experiment} - {None}
             if _same_scope(one, other) and since < until:
                 said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
                             f"{', experiment ' + sorted(experiments)[0] if experiments else ''} from {minute_text(since)} "
                             f"to {minute_text(until)} UTC): each one's actual counts it.")
     return said
+
+
+def _covers(wide: Plan, plan: Plan) -> bool:
+    """Whether all of the plan's spend is in `wide`'s scope: one project (in any case), and `wide`
+    the whole project's or the plan's experiment."""
+    return folded(wide.project) == folded(plan.project) and (
+        wide.experiment is None or plan.experiment is not None and folded(wide.experiment) == folded(plan.experiment))
 
 
 def _same_scope(one: Plan, other: Plan) -> bool:
@@ -257,9 +269,9 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         after = None if spent_after is None else sum(spent_after.values(), Decimal(0))
         if after and later:
             notes.append(f"plan {plan.name}'s actual ends where plan {later.name} starts ({minute_text(counted)} UTC), "
-                         f"a later run of {_scope(plan)} before the end of the storage it priced: "
-                         f"{amounts_text([('USD', after)])} since is not in its actual (after_end): from then it "
-                         f"is plan {later.name}'s.")
+                         f"a later run of {_scope(later)} before the end of the storage it priced: "
+                         f"{amounts_text([('USD', after)])} on {_scope(plan)} since is not in its actual (after_end): "
+                         f"from then plan {later.name}'s actual counts it (past where that ends, its after_end).")
         elif after:
             notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
                          f"{_retention(plan)}): {amounts_text([('USD', after)])} on {_scope(plan)} since is not in its "
