@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from service.core.config import load_config
-from service.core.errors import ConfigError
+from service.core.errors import SourceError
+from service.core.lake import Lake
 from service.serve.service import run_ingest
 from tests.conftest import SAMPLES
 from tests.test_lake_integrity import BILLED, SAMPLE, attributed_total, spendlake
@@ -39,11 +40,14 @@ def first(tmp_path):
 def test_a_name_another_config_reads_elsewhere_is_refused_naming_it(first, tmp_path):
     second = config(tmp_path, "research.yaml", "export-b", OTHER)
     refused = spendlake(second, "ingest")
-    assert refused.exit_code == 2, refused.output  # was 0: "trey 2024-09: committed 999 rows", the bill replaced
+    assert refused.exit_code == 3, refused.output  # was 0: "trey 2024-09: committed 999 rows", the bill replaced
     assert f"source 'trey' is read by {first} too, another config on this lake, as focus at {tmp_path / 'export'}; " \
            f"this config reads it as focus at {tmp_path / 'export-b'}" in refused.output
-    assert f"`spendlake --config {first} forget trey`" in refused.output and "rename the source" in refused.output
-    with pytest.raises(ConfigError, match="another config on this lake"):  # serve's ingest job: its failure
+    assert "trey (periods from data): FAILED: sources[0].name: source 'trey' is read by" in refused.output
+    assert "point both configs at one location" in refused.output  # a mirror renamed would be counted twice
+    assert f"`spendlake --config {first} forget trey`" in refused.output
+    assert "rename the source in one config only if the two hold different bills" in refused.output
+    with pytest.raises(SourceError, match="another config on this lake"):  # serve's ingest job: its failure
         run_ingest(load_config(second))
     assert attributed_total(first) == BILLED
 
@@ -59,7 +63,7 @@ def test_the_same_bill_the_same_config_edited_or_moved_ingest_as_before(first, t
     edited = spendlake(moved, "ingest")
     assert edited.exit_code == 0 and "committed" in edited.output, edited.output
     refused = spendlake(first, "ingest")  # now finance.yaml's ingest would put its bill back: refused in turn
-    assert refused.exit_code == 2 and f"read by {moved} too" in refused.output
+    assert refused.exit_code == 3 and f"read by {moved} too" in refused.output
     first.write_text("sources: [")  # another config being edited (unreadable) is not compared: nothing refused
     assert spendlake(moved, "ingest").exit_code == 0
 
@@ -67,4 +71,36 @@ def test_the_same_bill_the_same_config_edited_or_moved_ingest_as_before(first, t
 def test_another_kind_under_the_same_location_is_refused(first, tmp_path):
     second = config(tmp_path, "cur.yaml", "export", kind="aws-cur2")
     refused = spendlake(second, "ingest")
-    assert refused.exit_code == 2 and "as focus at" in refused.output and "as aws-cur2 at" in refused.output
+    assert refused.exit_code == 3 and "as focus at" in refused.output and "as aws-cur2 at" in refused.output
+
+
+def test_a_claimed_name_fails_that_source_alone_the_configs_others_ingest(first, tmp_path):
+    second = config(tmp_path, "research.yaml", "export-b", OTHER)
+    config(tmp_path, "vision.yaml", "export-c", OTHER)  # its folder
+    data = yaml.safe_load(second.read_text())
+    data["sources"].append({"name": "vision", "kind": "focus", "location": "export-c"})
+    second.write_text(yaml.safe_dump(data))
+    result = spendlake(second, "ingest")
+    assert result.exit_code == 3, result.output  # was 2, vision not read: "refused" before anything
+    assert "FAILED: sources[0].name: source 'trey' is read by" in result.output
+    assert "vision 2024-09: committed 999 rows" in result.output
+    record = Lake(tmp_path / "lake").read_state("sources")["trey"]
+    assert record["config"] == str(first) and not record["last_run_failed"]  # finance.yaml's still, not failed
+    assert spendlake(first, "ingest").exit_code == 0 and attributed_total(first) == BILLED
+
+
+def test_one_s3_prefix_at_two_endpoints_is_two_bills(tmp_path):
+    def s3(name: str, port: int) -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({"lake": "lake", "sources": [
+            {"name": "cur", "kind": "aws-cur2", "location": "s3://bills/cur/", "max_attempts": 1,
+             "endpoint_url": f"http://127.0.0.1:{port}", "region": "us-east-1"}]}))
+        return path
+
+    minio = s3("minio.yaml", 9)
+    assert spendlake(minio, "ingest").exit_code == 3  # nothing answers; the source is recorded minio.yaml's
+    aws = spendlake(s3("aws.yaml", 19), "ingest")  # was read as the same bill: the connection's failure alone
+    assert aws.exit_code == 3 and f"source 'cur' is read by {minio} too" in aws.output, aws.output
+    assert "at s3://bills/cur/ (endpoint http://127.0.0.1:9); this config reads it as aws-cur2 at " \
+           "s3://bills/cur/ (endpoint http://127.0.0.1:19)" in aws.output
+    assert spendlake(s3("copy.yaml", 9), "ingest").output.count("is read by") == 0  # the same endpoint: one bill

@@ -39,29 +39,49 @@ def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
         record[FROM_LAKE_KEY] = os.path.relpath(lake.config_file, lake.root)
 
 
-def refuse_claimed(lake: Lake, sources: Iterable[SourceConfig]) -> None:
-    """A ConfigError (exit 2) for the first of `sources` that another config on this lake ran last
-    and still declares with another kind or location: ingesting it would replace the bill that
-    config stored with this one's, each config's ingest putting its own back. Nothing is refused
-    for a config without a file, nor when the other file cannot be read now (being edited)."""
+def refused(lake: Lake, sources: Iterable[SourceConfig]) -> dict[str, ConfigError]:
+    """Of `sources`, those another config on this lake ran last and still declares with another kind
+    or location → the error their ingest fails with (each alone; the others ingest): ingesting one
+    would replace the bill that config stored with this one's, each config's ingest putting its own
+    back. Nothing is refused for a config without a file, nor when the other file cannot be read
+    now (being edited). Two folders, or two endpoints, may hold one bill (a mirror synced from one
+    bucket): they are refused all the same, and the hint never advises a rename that would count
+    such a bill twice."""
     if lake.config_file is None:
-        return
+        return {}
     state = lake.read_state("sources")
     declared: dict[Path, frozenset[str] | None] = {}
+    found: dict[str, ConfigError] = {}
     for source in sources:
         other = claimant(state.get(source.name) or {}, source.name, lake.config_file, lake.root, declared)
         theirs = _entry_of(other, source.name, lake.root) if other else None
-        if theirs is None or (theirs.kind, _place(getattr(theirs, "location", ""))) == (source.kind,
-                                                                                       _place(source.location)):
+        if theirs is None or _key(theirs) == _key(source):
             continue
         where = getattr(theirs, "location", None) or "(an inventory source)"
-        raise ConfigError(
+        found[source.name] = ConfigError(
             f"source {source.name!r} is read by {other} too, another config on this lake, as {theirs.kind} at "
-            f"{where}; this config reads it as {source.kind} at {source.location}, and ingesting it here would replace "
-            "the bill that config stored (a source name holds one bill in a lake)",
+            f"{_named(where, theirs)}; this config reads it as {source.kind} at {_named(source.location, source)}, "
+            "and ingesting it here would replace the bill that config stored (a source name holds one bill in a lake)",
             where=f"{source.config_path}.name",
-            hint=f"rename the source in one of the two configs; or, to read it from here only, remove it from "
-                 f"{other}, run `spendlake --config {other} forget {source.name}`, then ingest")
+            hint=f"if both read one bill (a mirror or copy of one export), point both configs at one location; or, "
+                 f"to read it from here only, remove it from {other}, run `spendlake --config {other} forget "
+                 f"{source.name}`, then ingest; rename the source in one config only if the two hold different "
+                 "bills (a renamed mirror counts its bill twice)")
+    return found
+
+
+def _key(entry: Any) -> tuple[str, str, str]:
+    """What two configs' entries of one name must share: the kind, the location as compared (`_place`)
+    and, for an s3:// location, the endpoint (s3://bills/cur on MinIO is not AWS's)."""
+    location = getattr(entry, "location", "")
+    endpoint = str(getattr(entry, "endpoint_url", None) or "") if location.startswith("s3://") else ""
+    return entry.kind, _place(location), endpoint.rstrip("/")
+
+
+def _named(location: str, entry: Any) -> str:
+    """A location as said: an s3:// one with its endpoint when it has one."""
+    endpoint = getattr(entry, "endpoint_url", None) if location.startswith("s3://") else None
+    return f"{location} (endpoint {endpoint})" if endpoint else location
 
 
 def _entry_of(path: Path, name: str, root: Path) -> Any | None:

@@ -20,7 +20,7 @@ from connectors.base import CostConnector, Delivery, OtherDataset, cost_connecto
 from connectors.file_versions import local_version
 from connectors.storage import CHANGED_HINT
 from service.core import bill_overlap
-from service.core.claims import claim, refuse_claimed
+from service.core.claims import claim, refused
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
@@ -115,13 +115,14 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
     lake = Lake.of(config)
     result = IngestResult()
     with lake.lock("ingest"):
-        refuse_claimed(lake, sources)  # another config's bill under the same name is not replaced (core/claims.py)
+        claimed = refused(lake, sources)  # another config's bill under the same name is not replaced (core/claims.py)
         lake.clean_staging()
         lake.settle()  # a commit that died between placing its files and recording them
         lake.restamp()  # a partition copied without its times is hashed once here, not at every read
         try:
             for source in sources:
-                result.outcomes.extend(_ingest_source(lake, source, progress, strict))
+                result.outcomes.extend(_ingest_source(lake, source, progress, strict) if source.name not in claimed
+                                       else [_failed(source, claimed[source.name])])
                 raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure
             _publish(lake, result.outcomes)
             raise_if_stopped()
@@ -131,7 +132,9 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             if published:
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said
-            for source in sources:
+            # a claimed name's record stays the other config's (its claim, freshness, errors): its failure here
+            # is this run's FAILED line and exit 3 (serve: the job's failure, counted), not the other's status
+            for source in (source for source in sources if source.name not in claimed):
                 error = _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
                 if error:
                     unrecorded.append(error)
@@ -235,11 +238,15 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
     except LakeBusyError:
         raise
     except (SpendlakeError, OSError, duckdb.Error) as exc:
-        error = _as_error(exc, source.location)  # its outcome's FAILED line says it (serve: the job's failure)
-        outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error))
+        outcomes.append(_failed(source, _as_error(exc, source.location)))
     if connector is not None:  # also when nothing else was found: the line says why that file was not read
         outcomes[:0] = [_skipped(source, other) for other in connector.passed_over()]
     return outcomes
+
+
+def _failed(source: SourceConfig, error: SpendlakeError) -> DeliveryOutcome:
+    """The source failed as a whole: its outcome's FAILED line says it (serve: the job's failure)."""
+    return DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error)
 
 
 def _ingest_plan(lake: Lake, con, connector: CostConnector, source: SourceConfig, plan: periods.Plan,
