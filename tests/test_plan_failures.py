@@ -196,3 +196,26 @@ def test_a_later_run_not_registered_that_a_plans_actual_counts_after_its_runs_en
     assert {row["plan"]: row["actual_to_date"].quantize(D("0.01")) for row in found.rows} == {
         "llm-r1": D("53.33"), "llm-r2": D("80.00")}, found.rows
     assert not [note for note in found.notes if "a later run?" in note], found.notes
+
+
+def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_named_are_the_costliest_three():
+    """small50: the demo's plan on llama-405b from 11-01 named run 41537 (USD 157.75) and 20 more (USD 1,039.08),
+    ad-hoc jobs by their ids, of an actual of USD 798,000: noise. A later run is named where it comes to 1% of the
+    plan's actual or more, three at most, the rest (small ones too) folded into 'and N more runs'."""
+    from datetime import datetime, timezone
+    from service.planning.estimate import Span
+    from service.planning.plans import Plan
+    from service.report.plan_later_runs import later_runs_note
+
+    plan = Plan(name="p", project="llm", experiment=None, start=datetime(2026, 11, 1, tzinfo=timezone.utc),
+                run_hours=Span(D(24), D(24)), retention_days=30, compute_cost=Span(D(100), D(100)),
+                storage_cost=Span(D(0), D(0)), inputs={})
+    at = datetime(2026, 11, 5, 9)
+    small = [(f"4153{i}", at, D("9.99")) for i in range(5)]  # 9.99 of 1,000: under 1%
+    assert later_runs_note(plan, small, D(1000)) is None
+    big = [("r2", at, D(400)), ("r3", at, D(300)), ("r4", at, D(200)), ("r5", at, D(100))]
+    assert later_runs_note(plan, big + small, D(1000)) == (
+        "plan p's actual counts run r2 (USD 400.00, from 2026-11-05 09:00 UTC), run r3 (USD 300.00, from 2026-11-05 "
+        "09:00 UTC), run r4 (USD 200.00, from 2026-11-05 09:00 UTC) and 6 more runs (USD 149.95), begun after its "
+        "run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run? Register it (`spendlake estimate "
+        "... --register NAME --start DAY`) and this plan's actual ends where it starts.")

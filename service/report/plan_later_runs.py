@@ -8,7 +8,10 @@ scope or the whole project's (a narrower one does not end the plan's actual: sec
 
 A later run is one of the plan's scope whose every attempt with a cost in the plan's window
 (`plan_runs`: to where its actual ends) started at or after its run's end: the plan's own run
-going on past its planned end is its own.
+going on past its planned end is its own. The note names those that come to `MIN_SHARE` of the
+plan's actual or more, the costliest `NAMED` by name, the rest folded into "and N more runs": a
+demo's ad-hoc jobs after the run (twenty runs named by job id, USD 1,196 of an actual of 800,000)
+are no second run, and said nothing of.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from service.core.units import amounts_text
 from service.planning.plans import Plan
 from service.report.plan_failures import of_plan
 
+MIN_SHARE = Decimal("0.01")  # of the plan's actual: a later run below it alone is no second run
+NAMED = 3
 LaterRun = tuple[str, datetime, Decimal]  # the run, its first attempt's start (naive UTC), its USD of the plan's scope
 
 
@@ -40,14 +45,16 @@ def later_runs(runs: Sequence[RunCost] | None, plan: Plan) -> list[LaterRun]:
     return sorted(found, key=lambda item: (-item[2], item[0]))
 
 
-def later_runs_note(plan: Plan, runs: list[LaterRun]) -> str | None:
-    """The sentence naming them, else None."""
-    if not runs:
+def later_runs_note(plan: Plan, runs: list[LaterRun], actual: Decimal) -> str | None:
+    """The sentence naming `runs` (later_runs'), where one comes to MIN_SHARE of `actual` or more, else None."""
+    named = [item for item in runs if item[2] >= actual * MIN_SHARE][:NAMED]
+    if not named:
         return None
-    run, start, cost = runs[0]
-    more = f" and {len(runs) - 1} more runs ({amounts_text([('USD', sum(c for *_, c in runs[1:]))])})" if runs[1:] else ""
-    return (f"plan {plan.name}'s actual counts run {run} ({amounts_text([('USD', cost)])}, from {minute_text(start)} "
-            f"UTC){more}, begun after its run's end ({minute_text(plan.end)} UTC) while it pays for storage: a later "
-            f"run? Register it (`spendlake estimate ... --register NAME --project {quote(plan.project)}"
-            f"{f' --experiment {quote(plan.experiment)}' if plan.experiment else ''} --start DAY`: its scope, or the "
-            "whole project's) and this plan's actual ends where it starts.")
+    rest = runs[len(named):]  # the costliest first: those named are its head
+    said = ", ".join(f"run {run} ({amounts_text([('USD', cost)])}, from {minute_text(start)} UTC)"
+                     for run, start, cost in named)
+    more = f" and {len(rest)} more runs ({amounts_text([('USD', sum(c for *_, c in rest))])})" if rest else ""
+    return (f"plan {plan.name}'s actual counts {said}{more}, begun after its run's end ({minute_text(plan.end)} UTC) "
+            f"while it pays for storage: a later run? Register it (`spendlake estimate ... --register NAME --project "
+            f"{quote(plan.project)}{f' --experiment {quote(plan.experiment)}' if plan.experiment else ''} --start DAY`: "
+            "its scope, or the whole project's) and this plan's actual ends where it starts.")

@@ -282,7 +282,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         in_runs = plan_runs(runs, plan, in_window)  # None without job records
         failures = plan_failures(config, in_runs, plan, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
-        notes += [note] if (note := later_runs_note(plan, later_runs(in_runs, plan))) else []
+        notes += [note] if (note := later_runs_note(plan, later_runs(in_runs, plan), actual)) else []
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
