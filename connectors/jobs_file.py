@@ -47,6 +47,7 @@ from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import (empty_file, ended_at_start, job_file, job_row, jobs_arrow, jobs_schema, said_ahead,
                                   source_files, stored)
 from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS, JobsFileSource
+from connectors.jobs_file_instants import instant_times
 from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks_like_data, parquet_table, records,
                                       sacct_output, shown)
 from connectors.jobs_file_values import (SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
@@ -90,7 +91,11 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         tables = [self._read(con, path, number) for number, path in enumerate(files)]
         for table, path in zip(tables, files):
             ended_at_start(con, path, table)
-            said_ahead(con, path, f"SELECT * FROM {table}", now, f"{self.config_path}.timezone", self.config.timezone)
+            if instants := instant_times(path, self.config):  # times no zone reads: a clock is wrong, not a zone
+                said_ahead(con, path, f"SELECT * FROM {table}", now, instants=instants)
+            else:
+                said_ahead(con, path, f"SELECT * FROM {table}", now, f"{self.config_path}.timezone",
+                           self.config.timezone)
         return [SnapshotPart("jobs", merged(con, tables, files))]
 
     def _read(self, con: duckdb.DuckDBPyConnection, path: Path, number: int) -> str:
@@ -252,10 +257,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     def _columns(self, path: Path, header: list[str]) -> dict[str, int]:
         """Our column name → its index in the file, after the config's renames."""
-        renames = {theirs.strip().lower(): ours.lower() for theirs, ours in self.config.columns.items()}
+        renames = self.config.renames()
         found: dict[str, int] = {}
         for index, name in enumerate(header):
-            ours = renames.get(name.strip().lower(), name.strip().lower())
+            ours = self.config.our_name(name)
             if ours not in FILE_COLUMNS:
                 continue
             if ours in found and ours == "job_id" and name.strip().lower() in renames and header[found[ours]].strip(

@@ -89,6 +89,14 @@ class JobsFileSource(FileSource):
             seen[theirs.strip().lower()] = theirs
         return self
 
+    def renames(self) -> dict[str, str]:
+        """`columns` as the reader looks names up: the file's name stripped, in lower case."""
+        return {theirs.strip().lower(): ours.lower() for theirs, ours in self.columns.items()}
+
+    def our_name(self, name: str) -> str:
+        """A header's column name as ours, after `columns`' renames."""
+        return self.renames().get(name.strip().lower(), name.strip().lower())
+
     def state_map(self) -> dict[str, str]:
         """`states` as the reader looks values up: the file's value stripped, in lower case."""
         return {theirs.strip().lower(): normal_state(ours) for theirs, ours in self.states.items()}

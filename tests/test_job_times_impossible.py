@@ -121,3 +121,31 @@ def test_jobs_starting_after_the_snapshot_in_a_parsable2_file_of_instants_are_sa
         "zone: the clock that wrote them runs ahead of this machine's, or this machine's runs behind (compare both "
         "with NTP)"]
     assert starts(tmp_path)[0] == ("7", datetime(2026, 12, 1, 14))
+
+
+@pytest.mark.parametrize("name, text, source, first, words", [
+    ("z.csv", "job_id,gpus,start_time,end_time\nj,8,2026-12-01T10:00:00Z,\n", {}, "2026-12-01T10:00:00",
+     "written with their UTC offset"),
+    ("paris.csv", "job_id,gpus,start_time,end_time\nj,8,2026-12-01T10:00:00+02:00,\n", {}, "2026-12-01T08:00:00",
+     "written with their UTC offset"),
+    ("epoch.csv", "job_id,gpus,start_time,end_time\nj,8,1796112000,\n", {"time_format": "seconds"},
+     "2026-12-01T08:00:00", "seconds since 1970"),
+    ("zoned.parquet", None, {}, "2026-12-01T10:00:00", "timestamps with their zone")])
+def test_jobs_file_times_that_carry_their_zone_starting_after_the_snapshot_are_said_as_a_clock_not_a_zone(
+        tmp_path, caplog, name, text, source, first, words):
+    """small50: a jobs-file whose times are instants (an offset, epoch seconds, a Parquet timestamp with its
+    zone) and start after the snapshot named the source's timezone key, which reads none of them; a clock is
+    wrong (jobs50 did the same for sacct files)."""
+    path = tmp_path / name
+    if text is None:
+        start = pa.array([datetime(2026, 12, 1, 10)], pa.timestamp("us", tz="UTC"))
+        pq.write_table(pa.table({"job_id": ["j"], "gpus": [8], "start_time": start,
+                                 "end_time": pa.nulls(1, pa.timestamp("us", tz="UTC"))}), path)
+    else:
+        path.write_text(text)
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, "jobs-file", path, **source).error is None
+    assert said(caplog) == [
+        f"{path}: 1 job(s) start after this snapshot was taken (2026-12-01T06:00:00 UTC), which no job can; the "
+        f"first, job j at {first} UTC: its times are {words}, the same in every zone: the clock that wrote them runs "
+        "ahead of this machine's, or this machine's runs behind (compare both with NTP)"]

@@ -1,0 +1,64 @@
+"""Whether a jobs-file's times are instants, the same in every zone, so the source's `timezone`
+reads none of them: a job starting after the snapshot is then a clock ahead, not a zone
+(jobs_base.said_ahead's `instants`; sacct_files.instant_times tells sacct's files). A file is
+written in one format: its first row's start_time tells.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from connectors.jobs_base import job_file
+from connectors.jobs_file_config import JobsFileSource
+from connectors.jobs_file_read import file_format, records
+
+
+def instant_times(path: Path, source: JobsFileSource) -> str | None:
+    """How the file's times are written when they are instants (said_ahead's `instants`), else
+    None: ISO text with an offset, a Parquet timestamp with its zone, numeric times from the Unix
+    epoch or from a `time_origin` with its offset."""
+    with job_file(path) as raw:
+        size = raw.seek(0, 2)
+        raw.seek(0)
+        cell = first_start(path, raw, size, source)
+    unit, origin = source.time_format, source.time_origin
+    if unit == "iso" or isinstance(cell, (datetime, date)):  # a Parquet timestamp is itself
+        return instant(cell)
+    return f"{unit} since {origin or 1970}" if origin is None or instant(origin) else None
+
+
+def first_start(path: Path, raw: IO[bytes], size: int, source: JobsFileSource) -> Any:
+    """The start_time cell of the first row of the file open as `raw` (None: no row), read as
+    `records` reads it; a Parquet file's from its schema and its first row group's column alone."""
+    def at(header: list[str]) -> int:  # the file was read: it has the column
+        return next(i for i, name in enumerate(header) if source.our_name(name) == "start_time")
+
+    if file_format(path) != "parquet":
+        read = records(path, raw, size, source.header)
+        header = next(read)
+        row = None if header is None else next(read, None)
+        return None if row is None else row[1][at(header)]
+    import pyarrow.parquet as pq
+
+    if not size:
+        return None
+    file = pq.ParquetFile(raw)
+    names = file.schema_arrow.names
+    if not file.num_row_groups:
+        return None
+    values = file.read_row_group(0, columns=[names[at(names)]]).column(0).drop_null()
+    return values[0].as_py() if len(values) else None
+
+
+def instant(cell: Any) -> str | None:
+    """How a time cell is written when it is an instant: `written with their UTC offset` (ISO
+    text ending `Z`, `+02:00`) or `timestamps with their zone` (Parquet's); None when it is read
+    in the source's zone."""
+    if isinstance(cell, datetime):
+        return None if cell.tzinfo is None else "timestamps with their zone"
+    try:
+        return "written with their UTC offset" if datetime.fromisoformat(str(cell).strip()).tzinfo else None
+    except ValueError:
+        return None
