@@ -109,6 +109,31 @@ def test_the_health_row_shows_bills_held_by_two_sources():
     assert (colour(thresholds, 0), colour(thresholds, 1), colour(thresholds, 3)) == ("green", "red", "red")
 
 
+def test_the_health_row_shows_the_lakes_damage_orphans_and_readability():
+    """small50: spendlake_lake_partitions_damaged, spendlake_lake_snapshots_damaged (snapshots and derived
+    files), spendlake_lake_orphaned_sources and spendlake_lake_readable had alerts (the first two and
+    the last) and no panel: stats in the health row beside the bills held by two sources, coloured
+    where the alerts fire (a damaged snapshot red, a derived file orange: critical and warning)."""
+    [row] = {p["gridPos"]["y"] for title, p in panels().items() if title.startswith("Data freshness")}
+    shown = {t["expr"]: (p, t.get("legendFormat")) for p in panels().values() for t in p["targets"]}
+    groups = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
+    exprs = {rule["alert"]: rule["expr"] for group in groups for rule in group["rules"]}
+    wanted = {"SpendlakeLakeDamaged": ("sum(spendlake_lake_partitions_damaged)", "red"),
+              "SpendlakeSnapshotDamaged": ('sum(spendlake_lake_snapshots_damaged{kind="snapshot"})', "red"),
+              "SpendlakeDerivedFileDamaged": ('sum(spendlake_lake_snapshots_damaged{kind!="snapshot"})', "orange"),
+              "SpendlakeLakeUnreadable": ("max(spendlake_lake_readable)", None),
+              None: ("spendlake_lake_orphaned_sources", "orange")}
+    for alert, (expr, red) in wanted.items():
+        assert alert is None or expr in exprs[alert], alert
+        panel, legend = shown[expr]
+        assert row <= panel["gridPos"]["y"] < row + 8 and panel["type"] == "stat", panel["title"]
+        thresholds = next((prop["value"] for override in panel["fieldConfig"]["overrides"]
+                           if override["matcher"]["options"] == legend for prop in override["properties"]),
+                          panel["fieldConfig"]["defaults"]["thresholds"])
+        colours = (colour(thresholds, 0), colour(thresholds, 1), colour(thresholds, 3))
+        assert colours == (("red", "green", "green") if red is None else ("green", red, red)), (expr, colours)
+
+
 def test_no_two_panels_share_a_cell_of_the_grid():
     """Grafana moves a panel placed over another down, out of its row: each keeps its own cells
     (24 columns wide)."""
