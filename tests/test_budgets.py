@@ -467,3 +467,23 @@ def test_a_100_column_budgets_table_keeps_each_budgets_status(tmp_path):
     assert [line.split("│")[-2].strip() for line in table.stdout.splitlines() if line.startswith("│ pretrain")] == [
         "exceeded"]
     assert "status" not in table.stderr.split("not shown at 100 columns: ", 1)[1]
+
+
+def test_an_effective_budget_on_a_delivery_without_effective_cost_says_it_counts_it_as_0(tmp_path):
+    """small50: an Azure actual-cost export delivers no effective cost: a budget with `cost: effective`
+    counted nlp's $40 as $0, said nowhere (attribute --cost effective says it). Its note names the delivery;
+    a billed budget of the same scope counts the 40 and says nothing."""
+    lines = [{**line("2026-11-01 00:00", "40", end="2026-11-02 00:00", tags={"team": "nlp"}), "effective": None}]
+    lake = make_lake(tmp_path, lines)
+    _, shown = budgets_json(lake, [{"name": "nlp-effective", "value": "nlp", "amount": 100, "cost": "effective"},
+                                   {"name": "nlp-billed", "value": "nlp", "amount": 100}])
+    rows = {row["budget"]: row["actual"] for row in json.loads(shown.stdout)}
+    assert rows == {"nlp-effective": "0.00", "nlp-billed": "40.00"}, rows
+    assert ("note: budget nlp-effective (team nlp) counts effective cost: cur 2026-11 delivered no effective cost, "
+            "only billed cost: counted as 0 here; `cost: billed` counts it") in shown.stderr, shown.stderr
+    assert "nlp-billed (team nlp) counts" not in shown.stderr, shown.stderr
+    # the report's budgets section says it too
+    from service.report.sections.budgets import budgets_section
+
+    section = budgets_section(load_config(lake.root.parent / "spendlake.yaml"), lake, date(2026, 11, 1))
+    assert "Budget nlp-effective (team nlp) counts effective cost: cur 2026-11 delivered no effective" in section.note

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
-from service.attribution import AttributionQuery, AttributionResult, api_parameter, attribute_queries
+from service.attribution import AttributionQuery, AttributionResult, api_parameter, attribute_queries, lacking_cost
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
 from service.core.coverage import data_end
@@ -97,6 +97,9 @@ class BudgetStatus:
     # the closest values when no cost line of the lake carries the budget's value
     unmatched: str | None = None
     typo: bool = False  # one of them nearly spells it: counting nothing, not spending nothing yet
+    # `source period` of the deliveries of the months read with no line of the budget's cost (an Azure
+    # actual-cost export has no effective cost): their spend counts as 0 (attribute's note says it too)
+    lacking: tuple[str, ...] = ()
 
     @property
     def used_ratio(self) -> Decimal:
@@ -137,6 +140,16 @@ class BudgetStatus:
     def left_out_text(self) -> str:
         """The scope's spend in other currencies, as read (`EUR 250.00, GBP 12.00`); '' for none."""
         return amounts_text(self.left_out)
+
+    @property
+    def lacking_note(self) -> str | None:
+        """One sentence naming the deliveries whose spend the budget's cost counts as 0."""
+        if not self.lacking:
+            return None
+        b = self.budget
+        other = "effective" if b.cost == "billed" else "billed"
+        return (f"budget {b.name} ({b.dimension} {b.value}) counts {b.cost} cost: {', '.join(self.lacking)} delivered "
+                f"no {b.cost} cost, only {other} cost: counted as 0 here; `cost: {other}` counts it")
 
     @property
     def left_out_note(self) -> str | None:
@@ -215,6 +228,8 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
         months, _ = _spend(months_result)
         spend[scope] = tuple({(value, currency): cost for (value, currency, first), cost in months.items()
                               if first == start.date()} for start in (this_month, previous)) + (days, unmatched)
+    read = Window(previous if early_in_month(at) else this_month, at)  # the closed month is shown early in one
+    lacking = {cost: tuple(lacking_cost(lake, cost, read)) for cost in {b.cost for b in config.budgets}}
     statuses = []
     for b in config.budgets:
         month, closed, days, unmatched = spend[(b.dimension, b.cost)]
@@ -226,7 +241,8 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
                            if v == value and currency != b.currency and cost), key=lambda pair: currency_text(pair[0]))
         statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), month_text(this_month),
                                      MonthOutcome(month_text(previous), last, b.amount) if last is not None
-                                     else None, tuple(left_out), *unmatched.get(value, (None, False))))
+                                     else None, tuple(left_out), *unmatched.get(value, (None, False)),
+                                     lacking[b.cost]))
     return statuses
 
 
@@ -254,7 +270,8 @@ class BudgetsAsOf:
         said = []
         for status in self.statuses:
             said += [("warning", text) for text in (status.unmatched_warning, status.warning) if text]
-            said += [("note", text) for text in (status.no_spend_note, status.left_out_note) if text]
+            said += [("note", text) for text in (status.no_spend_note, status.lacking_note, status.left_out_note)
+                     if text]
         return said
 
     def to_json(self) -> dict:

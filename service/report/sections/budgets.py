@@ -68,5 +68,6 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     chart = Chart("budget", "Budgets: % used (bar), month-end forecast (outline, band) and warning lines",
                   names, series, "%")
     notes = [f"{note[0].upper()}{note[1:]}." for status in statuses
-             for note in (status.unmatched_warning, status.no_spend_note, status.left_out_note) if note]
+             for note in (status.unmatched_warning, status.no_spend_note, status.lacking_note,
+                          status.left_out_note) if note]
     return Section("budgets", "Budgets", tables=[table], charts=[chart], note=" ".join(notes) or None)
