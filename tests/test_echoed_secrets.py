@@ -208,3 +208,33 @@ def test_a_last_error_an_older_version_stored_unredacted_is_shown_redacted():
         "answered HTTP 500: A Basic <redacted> B; GET /jobs?api_key=<redacted>"
     assert current_error({"last_failure": "2026-12-01T00:00:00Z", "last_error": stored}).endswith("api_key=<redacted>")
     assert current_error({"last_run_failed": False, "last_error": stored}) is None
+
+
+@pytest.mark.parametrize(("line", "shown"), [
+    ("slurmrestd said: Authorization: token rejected; check url", None),
+    ("Authorization: token-based login refused", None),
+    ("the proxy wants a Bearer token.", None),
+    ("a token 3 days old was refused", None),
+    ("sent Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJ4In0.sig, refused",
+     "sent Authorization: <redacted>, refused"),
+    ("sent Authorization: Token 3f9a2b77c1d0 twice", "sent Authorization: <redacted> twice"),
+    ("sent Authorization: 3f9a2b77c1d0 twice", "sent Authorization: <redacted> twice"),
+    ("refused Token 3f9a2b77c1d0 (expired)", "refused Token <redacted> (expired)"),
+    ("headers={'Authorization': b'AWS4-HMAC-SHA256 Credential=x/20261202, Signature=ab'}",
+     "headers={'Authorization': b'<redacted>'}"),
+])
+def test_after_authorization_only_a_credential_is_redacted_not_the_words_that_follow(line, shown):
+    """The Authorization pattern took all that followed `authorization:` up to a quote: a server's
+    `Authorization: token rejected; check url` lost its words in the error, status and log, and
+    `a Bearer token.` read `Bearer <redacted>`. A credential (a token holding a digit or a sign, with
+    or without its scheme) or a quoted value is redacted; words are not."""
+    assert logs.redact(line) == (shown or line)
+    assert str(SourceError(line)) == logs.redact(line)
+
+
+def test_serves_metrics_warning_keeps_its_advice_through_the_redaction():
+    """serve's warning read `(Prometheus sends it with authorization: <redacted>` in its log."""
+    from service.serve.exposure import exposure_warning
+
+    warning = exposure_warning("0.0.0.0", "a-token")
+    assert warning and logs.redact(warning) == warning and "authorization.credentials_file" in warning

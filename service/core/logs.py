@@ -22,6 +22,11 @@ SECRET_KEYS = ("bearer", "basic", "token", "password", "passwd", "pass", "pwd", 
                "auth", "oauth")
 # what a server says of a key before echoing its value (`token expired ab`)
 KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing")
+# a credential's shape: a token of base64, base64url or a JWT's characters holding a digit or
+# one of `.~+/=` (a word, `credentials_file`, `token-based`, holds none) and ending in a letter,
+# a digit or base64's `=` padding (a sentence's `token.` is the word `token` and its full stop)
+CREDENTIAL = (r"(?=[A-Za-z0-9._~+/=-]*[0-9.~+/=][A-Za-z0-9._~+/=-]*)"
+              r"[A-Za-z0-9._~+/-]*[A-Za-z0-9]=*(?![A-Za-z0-9._~+/=-])")
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials.
 # Up to the authority's last `@`, as urlsplit and the HTTP client read it: a password written
 # with a bare `@` (`p@ss`, not `p%40ss`) is still sent, and was shown from that `@` on. A `'`
@@ -31,7 +36,11 @@ REDACTIONS = (
     URL_CREDENTIALS,
     (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),
     (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\",\s}]+"), r"\1<redacted>"),
-    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"}]+"), r"\1<redacted>"),
+    # an Authorization header's value: all of it when quoted (botocore's `{'Authorization': b'AWS4-…'}`),
+    # else a credential with or without its scheme (`Authorization: Basic <b64>`), not the words a
+    # server writes after the header's name (`Authorization: token rejected; check url`)
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*b?['\"])[^'\"}]+"), r"\1<redacted>"),
+    (re.compile(rf"(?i)(authorization\s*[:=]\s*)(?:[a-z][a-z0-9-]*\s+)?{CREDENTIAL}"), r"\1<redacted>"),
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
@@ -39,10 +48,11 @@ REDACTIONS = (
     (re.compile(rf"(?i)([?&][a-z_-]*(?:{'|'.join(SECRET_KEYS)})=)[^&\s'\"]+"), r"\1<redacted>"),
 )
 # an Authorization header's credentials as a server echoes them without the header's name:
-# `Basic <base64 of user:password>` (what decodes to a `:` pair), `Bearer <token>` (a token
-# holding a digit or a sign: `Bearer authentication` is a phrase)
+# `Basic <base64 of user:password>` (what decodes to a `:` pair), `Bearer <token>` and `Token
+# <token>` (a CREDENTIAL: `Bearer authentication` and `a Bearer token.` are phrases; after
+# `token`, one of 8 characters or more: `a token 3 days old` is one too)
 BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
-BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]*[0-9._~+/-][A-Za-z0-9._~+/-]*=*)")
+BEARER = re.compile(rf"(?i)\b(bearer\s+|token\s+(?=[A-Za-z0-9._~+/=-]{{8}})){CREDENTIAL}")
 
 
 # Secrets read from the environment (a slurmrestd JWT) or a URL's userinfo: no pattern knows

@@ -25,5 +25,6 @@ def exposure_warning(host: str, token: str | None, metrics_auth: str = "open") -
     if metrics_auth == "open":
         return (f"warning: listening on {host}: /api and /reports need the API token, but /metrics (spend by team, "
                 "project and experiment) is open to anyone who can reach this port; set service.metrics_auth: token "
-                "to have it need the token too (Prometheus sends it with authorization: credentials_file)")
+                "to have it need the token too (Prometheus sends it from the file its scrape config's "
+                "`authorization.credentials_file` names)")
     return None
