@@ -69,3 +69,31 @@ def test_only_the_record_of_the_service_holding_the_lake_is_read(tmp_path):
         assert f"spendlake serve (pid {os.getpid()} on " in spendlake(path, "status").output
         assert spendlake(path, "forget", "trey", "--yes").exit_code == 3
     assert "`spendlake forget trey` removes it" in spendlake(path, "status").output  # let go: its record is not read
+
+
+def test_a_reloaded_service_that_could_not_record_its_sources_is_not_read_as_serving_the_old_ones(tmp_path,
+                                                                                                   monkeypatch):
+    """After SIGHUP the reloaded service takes the lock in the same process (the same holder()); when
+    its record could not be written, its predecessor's (declaring trey) was read as its own and forget
+    refused a source no longer served (review50 9). The record goes as the lock is let go."""
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export" / SAMPLE.name)
+    path = write_config(tmp_path, {"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "trey", "kind": "focus", "location": str(tmp_path / "export")}]})
+    assert spendlake(path, "ingest").exit_code == 0
+    running = load_config(path)  # what the service started on
+    path.write_text(path.read_text().replace("name: trey", "name: trey-b"))
+    reloaded = load_config(path)  # what SIGHUP reads
+    lake = Lake.of(running)
+    with serving(lake, running):
+        assert spendlake(path, "forget", "trey", "--yes").exit_code == 3
+
+    def full(name, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Lake, "write_state", lambda self, name, data: full(name, data) if name == STATE else None)
+    with serving(Lake.of(reloaded), reloaded):  # the successor, its record not written
+        monkeypatch.undo()
+        assert "still serves" not in spendlake(path, "status").output
+        assert spendlake(path, "forget", "trey", "--yes").exit_code == 0
+    assert not lake.state_file(STATE).exists()  # let go: nothing left to read as a service's

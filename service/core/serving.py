@@ -39,14 +39,23 @@ class Serving:
 @contextmanager
 def serving(lake: Lake, config: Config) -> Iterator[None]:
     """Hold the lake's service lock, the config's sources recorded as the ones it serves; a record
-    the disk has no room for is said, and the service runs on (status and forget then tell nothing)."""
+    the disk has no room for is said, and the service runs on (status and forget then tell nothing).
+    The record goes as the lock is let go: a reload's service in this process has the same holder
+    (SIGHUP), and a record it could not write left its predecessor's sources read as its own."""
     with lake.lock("service"):
         names = sorted({source.name for source in (*config.sources, *config.inventory)})
         try:
             lake.write_state(STATE, {"holder": holder(), "config": str(lake.config_file or ""), "sources": names})
         except (OSError, SpendlakeError) as exc:
             log.warning("could not record the sources this service serves in %s: %s", lake.state_file(STATE), exc)
-        yield
+        try:
+            yield
+        finally:
+            try:
+                lake.state_file(STATE).unlink(missing_ok=True)
+            except OSError as exc:  # read as this process's while it holds the lock: a successor's write replaces it
+                log.warning("could not remove the record of the sources this service served, %s: %s",
+                            lake.state_file(STATE), exc)
 
 
 def served_now(lake: Lake) -> Serving | None:
