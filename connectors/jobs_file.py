@@ -52,8 +52,8 @@ from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks
                                       sacct_output, shown)
 from connectors.jobs_file_values import (SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
                                          parse_gpu_percent, parse_gpus, parse_instance_ids, parse_instances,
-                                         parse_labels, parse_nodes, parse_restarts, parse_shared_text, parse_state,
-                                         parse_text, parse_time, present, unknown_states)
+                                         parse_job_id, parse_labels, parse_nodes, parse_restarts, parse_shared_text,
+                                         parse_state, parse_text, parse_time, present, unknown_states)
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -312,7 +312,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             except BadValue as exc:
                 raise _ColumnError(column, str(exc)) from None
 
-        job_id = read("job_id", parse_text)
+        job_id = read("job_id", parse_job_id)
         if job_id is None:
             raise _ColumnError("job_id", "empty; every job needs an id")
         start = read("start_time", self._time)

@@ -359,11 +359,12 @@ def _pairs(labels: dict[str, str] | None) -> list[tuple[str, str]] | None:
 def _jobs(con: duckdb.DuckDBPyConnection, table: str, default_cluster: str | None, file: int) -> str:
     """The `jobs` columns (record_id NULL) with what the row reader fills in, `_row`, `_at`
     (NULL: where a row is is said by the row reader) and `_file`, unless a row lacks a job id
-    or a start, ends before it starts (an error, or clock skew said by row) or a job is listed
+    (or its id holds a control character) or a start, ends before it starts (an error, or clock skew said by row) or a job is listed
     twice (said with both rows): the row reader says those."""
     have = {name for (name, *_) in con.sql(f"DESCRIBE {table}").fetchall()}
     [(bad,)] = con.sql(
-        f"SELECT count(*) FILTER (WHERE job_id IS NULL OR start_time IS NULL OR end_time < start_time) "
+        f"SELECT count(*) FILTER (WHERE job_id IS NULL OR start_time IS NULL OR end_time < start_time "
+        rf"OR regexp_matches(CAST(job_id AS VARCHAR), '[\x00-\x1f\x7f]')) "
         f"+ count(*) - count(DISTINCT ({'cluster' if 'cluster' in have else 'NULL'}, job_id, start_time)) "
         f"FROM {table}").fetchall()
     if bad:

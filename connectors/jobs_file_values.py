@@ -28,6 +28,9 @@ EARLIEST = datetime(2000, 1, 1)  # a numeric time from the Unix epoch before thi
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
+ID_CONTROLS = re.compile("[\x00-\x1f\x7f]")  # C0 controls and DEL: what no job id holds (parse_job_id)
+
+
 class BadValue(ValueError):
     """A value that cannot be read; the reader adds file, row and column."""
 
@@ -177,6 +180,16 @@ def parse_text(value: Any) -> str | None:
     if not present(value):
         return None
     return value.strip() if isinstance(value, str) else str(value)
+
+
+def parse_job_id(value: Any) -> str | None:
+    """parse_text for a job id, which holds no control character: allocation places a job's part
+    as `job:<id>`, its record after a control character (service/attribution/job_how.py), so an id
+    holding one would be cut there, its job read as another's."""
+    text = parse_text(value)
+    if text and ID_CONTROLS.search(text):
+        raise BadValue(f"{shown(text)} holds a control character, which no job id may (a file's bytes misread?)")
+    return text
 
 
 def parse_shared_text(value: Any) -> str | None:

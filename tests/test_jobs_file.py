@@ -152,6 +152,10 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,eight\n", "row 1 (line 2), column gpus: 'eight' is not a number"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,-1\n", "column gpus: '-1' is not a number >= 0"),
     ("job_id,start_time,end_time,gpus\n,2026-11-30T00:00:00Z,,1\n", "column job_id: empty; every job needs an id"),
+    # allocation marks a job's record after a control character: an id holding one was cut there
+    ("job_id,start_time,end_time,gpus\n7\x1f1,2026-11-30T00:00:00Z,,1\n",
+     "row 1 (line 2), column job_id: '7\\x1f1' holds a control character, which no job id may"),
+    (pa.table, "row 2, column job_id: 'a\\x1fb' holds a control character, which no job id may"),
     ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: '': a job without a start cannot hold GPUs"),
     ("job_id,start_time,end_time,gpus\n1,Unknown,Unknown,1\n",
      "column start_time: 'Unknown': a job without a start cannot hold GPUs (one whose state says it never ran, "
@@ -202,6 +206,11 @@ def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content
         path = tmp_path / "jobs.parquet"
         pq.write_table(pa.table({"job_id": ["1"], "start_time": ["2026-11-30T00:00:00Z"], "gpus": [1]}), path)
         content = path.read_bytes()[:-20]
+    elif content is pa.table:  # read column-wise: the id checked there too
+        path = tmp_path / "jobs.parquet"
+        pq.write_table(pa.table({"job_id": ["1", "a\x1fb"], "start_time": ["2026-11-30T00:00:00Z"] * 2,
+                                 "end_time": pa.array([None, None], pa.string()), "gpus": [1, 1]}), path)
+        content = path.read_bytes()
     elif isinstance(content, bytes) and content[:2] == b"\x1f\x8b":
         path = tmp_path / "jobs.csv.gz"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
