@@ -220,6 +220,8 @@ def test_a_last_error_an_older_version_stored_unredacted_is_shown_redacted():
     ("sent Authorization: Token 3f9a2b77c1d0 twice", "sent Authorization: <redacted> twice"),
     ("sent Authorization: 3f9a2b77c1d0 twice", "sent Authorization: <redacted> twice"),
     ("refused Token 3f9a2b77c1d0 (expired)", "refused Token <redacted> (expired)"),
+    ("Authorization: Bearer qWeRtYuIoPaSdFgHjKlZxCvBnM expired", "Authorization: <redacted> expired"),
+    ("refused Bearer qWeRtYuIoPaSdFgHjKlZxCvBnM", "refused Bearer <redacted>"),
     ("headers={'Authorization': b'AWS4-HMAC-SHA256 Credential=x/20261202, Signature=ab'}",
      "headers={'Authorization': b'<redacted>'}"),
 ])

@@ -23,9 +23,10 @@ SECRET_KEYS = ("bearer", "basic", "token", "password", "passwd", "pass", "pwd", 
 # what a server says of a key before echoing its value (`token expired ab`)
 KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing")
 # a credential's shape: a token of base64, base64url or a JWT's characters holding a digit or
-# one of `.~+/=` (a word, `credentials_file`, `token-based`, holds none) and ending in a letter,
-# a digit or base64's `=` padding (a sentence's `token.` is the word `token` and its full stop)
-CREDENTIAL = (r"(?=[A-Za-z0-9._~+/=-]*[0-9.~+/=][A-Za-z0-9._~+/=-]*)"
+# one of `.~+/=` (a word, `credentials_file`, `token-based`, holds none), or 24 of them or more
+# (a random token of letters alone), ending in a letter, a digit or base64's `=` padding (a
+# sentence's `token.` is the word `token` and its full stop)
+CREDENTIAL = (r"(?=[A-Za-z0-9._~+/=-]*[0-9.~+/=]|[A-Za-z0-9._~+/=-]{24})"
               r"[A-Za-z0-9._~+/-]*[A-Za-z0-9]=*(?![A-Za-z0-9._~+/=-])")
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials.
 # Up to the authority's last `@`, as urlsplit and the HTTP client read it: a password written
