@@ -198,7 +198,14 @@ def test_a_budget_counts_the_cost_it_names_billed_by_default_or_effective(tmp_pa
         "cv-effective": ("effective", "40.00", "40.0")}
     path = lake.root.parent / "spendlake.yaml"
     csv_out = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "csv"])
-    assert csv_out.stdout.splitlines()[0].startswith("budget,dimension,value,cost,currency,"), csv_out.stdout
+    # cost came after the columns readers had: last, after last_month (early in a month), not between them
+    assert csv_out.stdout.splitlines()[0] == ("budget,dimension,value,currency,amount,actual,used_pct,forecast,"
+                                              "forecast_low,forecast_high,forecast_pct,days_left,status,last_month,"
+                                              "cost"), csv_out.stdout
+    from service.report.sections.budgets import budgets_section
+
+    [table] = budgets_section(load_config(path), lake, date(2026, 11, 1)).tables
+    assert [column.key for column in table.columns][-1] == "cost"
     # the number `attribute --cost effective` shows
     attributed = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "2026-11-01", "--until",
                                           "2026-11-02", "--cost", "effective", "--format", "json"])

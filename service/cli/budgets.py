@@ -9,8 +9,9 @@ from service.cli.params import SingleValueCommand
 from service.core.output import one_line
 from service.core.units import money_text
 
-COLUMNS = ["budget", "dimension", "value", "cost", "currency", "amount", "actual", "used_pct", "forecast",
+COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used_pct", "forecast",
            "forecast_low", "forecast_high", "forecast_pct", "days_left", "status"]
+ADDED = ["cost"]  # columns added since: last, after last_month too, so a reader by position keeps its columns
 MONEY = ("amount", "actual", "forecast", "forecast_low", "forecast_high")
 
 
@@ -35,6 +36,7 @@ def budgets_command(obj, fmt: str | None) -> None:
             last = row["last_month"] or {}
             row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""
         columns.append("last_month")
+    columns += ADDED
     if fmt == "table":  # money with thousands separators, as every other table shows it
         rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}} for row in rows]
     emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, data through {iso_utc(as_of)}",

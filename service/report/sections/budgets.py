@@ -36,7 +36,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     title = f"Budgets, {month_name(month_bounds(until)[0])} as of {minute_text(until)}: actual, forecast and warning lines"
     table = Table("budgets", title, [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
-        Column("cost", "cost"), Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
+        Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
         Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),
         Column("forecast_low", "forecast low", "money", in_html=False),
         Column("forecast_high", "forecast high", "money", in_html=False),
@@ -44,6 +44,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         Column("status", "status"),
         *([Column("last_month", "last month")] if early_in_month(until) else []),
         *([Column("left_out", "left out (other currencies)")] if any(s.left_out for s in statuses) else []),
+        Column("cost", "cost"),  # added last (budgets.csv's columns before it keep their places)
     ], markdown=(("budget", "value"), "status"))
     for status in statuses:
         budget, outlook = status.budget, status.outlook
