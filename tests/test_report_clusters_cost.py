@@ -1,6 +1,7 @@
-"""The report's Shared GPU clusters section shows effective (amortized) cost by default
-(`report.clusters_cost`): a run on a Savings Plan node was $0 there, its instance-hours billed
-0 and the commitment's fee on a line of its own (break50b item 2)."""
+"""The report's Shared GPU clusters section shows billed cost by default, as `spendlake runs`, the
+demo's top runs and /metrics do (review50 item 7), and effective (amortized) cost with
+`report.clusters_cost: effective`: a run on a Savings Plan node is $0 billed, its instance-hours
+billed 0 and the commitment's fee on a line of its own (break50b item 2)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import date
 from decimal import Decimal as D
 
 from service.report.sections.clusters import clusters_section
+from tests.attribution_helpers import config, relation
 from tests.test_clusters_allocation import gpu_line, job, setup
 
 
@@ -16,7 +18,11 @@ def section_tables(cfg, lake) -> tuple[dict, str, str]:
     return {t.key: t.rows for t in section.tables}, section.note, section.charts[0].title
 
 
-def test_the_clusters_section_shows_a_savings_plan_nodes_runs_at_their_effective_cost(tmp_path):
+def effective(cfg):
+    return cfg.model_copy(update={"report": cfg.report.model_copy(update={"clusters_cost": "effective"})})
+
+
+def test_the_clusters_section_shows_billed_cost_by_default_and_a_savings_plan_nodes_runs_effective_if_asked(tmp_path):
     # i-a on demand ($80 billed and effective); i-b covered by a Savings Plan: billed 0, effective $50.
     # r1 holds i-a's 8 GPUs the whole hour, r2 i-b's for half of it.
     lines = [gpu_line("i-a"), {**gpu_line("i-b", cost="0"), "effective": "50"}]
@@ -24,18 +30,27 @@ def test_the_clusters_section_shows_a_savings_plan_nodes_runs_at_their_effective
             job("2", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2",
                 state="FAILED")]
     lake, cfg = setup(tmp_path, lines, jobs)
-    assert cfg.report.clusters_cost == "effective"
+    # billed by default, as `spendlake runs` and /metrics: r2's $0 and i-b's hour nowhere, the note says why
+    assert cfg.report.clusters_cost == "billed"
     tables, note, chart = section_tables(cfg, lake)
+    assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(0)}
+    assert [(r["cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(80), D(0))]
+    assert note.startswith("Billed cost of the clusters' instances, as `spendlake runs`") and ", billed" in chart
+    assert ("The effective (amortized) cost of cur 2026-11, which hold the clusters' instances, differs from its "
+            "billed" in note and "`report.clusters_cost: effective`" in note), note
+    # effective, as asked: each run its share of the commitment
+    tables, note, chart = section_tables(effective(cfg), lake)
     assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(25)}
     assert [(r["cost"], r["jobs_cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(130), D(105), D(25))]
     assert [(r["state"], r["cost"]) for r in tables["unfinished_jobs"]] == [("FAILED", D(25))]
     assert note.startswith("Effective (amortized) cost of the clusters' instances") and ", effective" in chart
-    # billed, as asked: the invoice's figures, r2's $0 and i-b's hour nowhere
-    billed = cfg.model_copy(update={"report": cfg.report.model_copy(update={"clusters_cost": "billed"})})
-    tables, note, chart = section_tables(billed, lake)
-    assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(0)}
-    assert [(r["cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(80), D(0))]
-    assert note.startswith("Billed cost of the clusters' instances") and ", billed" in chart
+
+
+def test_billed_on_demand_nodes_say_nothing_of_effective(tmp_path):
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
+    _, note, _ = section_tables(cfg, lake)
+    assert "differs" not in note, note
 
 
 def test_a_month_delivered_without_effective_cost_is_shown_billed_and_said(tmp_path):
@@ -43,7 +58,42 @@ def test_a_month_delivered_without_effective_cost_is_shown_billed_and_said(tmp_p
     lines = [{**gpu_line("i-a"), "effective": None}]
     jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1")]
     lake, cfg = setup(tmp_path, lines, jobs)
-    tables, note, chart = section_tables(cfg, lake)
+    tables, note, chart = section_tables(effective(cfg), lake)
     assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(40)}
-    assert note.startswith("Billed cost of the clusters' instances: cur 2026-11 delivered no effective (amortized) "
-                           "cost, which would count as 0, so billed is shown for all") and ", billed" in chart, note
+    assert note.startswith("Billed cost of the clusters' instances: cur 2026-11, holding them, delivered no effective "
+                           "(amortized) cost, which would count as 0, so billed is shown for all") and ", billed" in chart, note
+
+
+def add_source(lake, name: str, lines: list[dict]) -> None:
+    con = lake.connect()
+    lake.commit_costs(con, relation(con, lines), source=name, delivery_id="d1", periods=None)
+    con.close()
+
+
+def test_a_delivery_without_effective_cost_of_other_lines_leaves_the_section_effective(tmp_path):
+    # the GPU nodes on a Savings Plan (cur); an Azure actual-cost export of storage alone: the section
+    # switched to billed for it and r2 read $0 again
+    lines = [gpu_line("i-a"), {**gpu_line("i-b", cost="0"), "effective": "50"}]
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1"),
+            job("2", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2")]
+    lake, _ = setup(tmp_path, lines, jobs)
+    add_source(lake, "azure", [{**gpu_line("disk-1", cost="12", instance_type=None), "effective": None}])
+    cfg = effective(config({"clusters": {}}, lake))
+    tables, note, chart = section_tables(cfg, lake)
+    assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(25)}
+    assert note.startswith("Effective (amortized) cost") and ", effective" in chart, note
+
+
+def test_a_delivery_without_effective_cost_in_the_charts_days_before_the_month_is_shown_billed(tmp_path):
+    # the chart reads the last 30 days: October's delivery of the cluster's instances has no effective cost
+    # (counted 0: its days drawn as $0 and not a word), November's has
+    lines = [{**gpu_line("i-a", start="2026-10-20T10:00:00"), "effective": None}]
+    jobs = [job("0", 8, "2026-10-20T10:00:00", "2026-10-20T11:00:00", instance_ids=["i-a"], run_id="r0"),
+            job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
+    lake, _ = setup(tmp_path, lines, jobs)
+    add_source(lake, "cur-nov", [gpu_line("i-a")])
+    cfg = effective(config({"clusters": {}}, lake))
+    tables, note, chart = section_tables(cfg, lake)
+    assert note.startswith("Billed cost of the clusters' instances: cur 2026-10, holding them, delivered no "
+                           "effective") and ", billed" in chart, note
+    assert sum(r["cost"] for r in tables["cluster_cost_by_job_type"]) == D(160)

@@ -64,6 +64,8 @@ class ClusterUsage:
     jobs: tuple[JobCost, ...]
     clusters: tuple[ClusterCost, ...]
     overbooked: int = 0
+    # (source, billing period) of the lines its jobs' and idle parts come from: the bills its figures read
+    partitions: frozenset[tuple[str, str]] = frozenset()
 
     def runs(self) -> dict[tuple[str, str | None], tuple[Decimal, dict[str, str]]]:
         """(run, currency) → (cost, the values its jobs share; `several` where they differ)."""
@@ -106,17 +108,17 @@ def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
 
 def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, ...], window: Window, cost: str,
             by_job: bool, whole_runs: Sequence[str] = ()):
-    """(kind `job` or `idle`, job id (None unless `by_job`), currency, values of `dims`, amount)
-    of each part allocation placed in `window`; without `by_job` the window's rows are grouped
+    """(kind `job` or `idle`, job id (None unless `by_job`), currency, values of `dims`, amount,
+    (source, billing period) of its line) of each part allocation placed in `window`; without `by_job` the window's rows are grouped
     by placement kind, not by job (a month of 200k jobs' parts is then a few hundred rows), but
     the rows of `whole_runs` (window_sql.window_sql) by job, with their job id."""
     at = dims.index("run")
-    for (_, currency, _, values, hows), amount in attributed_sums(
+    for (_, currency, partition, values, hows), amount in attributed_sums(
             session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job,
             whole_runs=whole_runs).items():
         kind, colon, name = job_how(hows[at] or "")[0].partition(":")  # a job's part: its job, not its record
         if kind in ("job", "idle"):
-            yield kind, name if by_job or colon else None, currency, values, amount
+            yield kind, name if by_job or colon else None, currency, values, amount, partition
 
 
 def grouped_exactly(session: RollupSession, window: Window) -> bool:
@@ -144,7 +146,7 @@ def placed_totals(session: RollupSession, config: AttributionConfig, window: Win
     runs: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     spell = session.spellings(["run", "cluster"])
-    for kind, _, currency, values, amount in _placed(session, config, dims, window, cost, by_job=False):
+    for kind, _, currency, values, amount, _ in _placed(session, config, dims, window, cost, by_job=False):
         run, cluster = values[0], values[1]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
@@ -168,8 +170,10 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
     by_job = run is None or not grouped_exactly(session, window)
     jobs: dict[tuple, Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    for kind, name, currency, values, amount in _placed(session, config, dims, window, cost, by_job,
-                                                        () if by_job else [folded(run)]):
+    partitions = set()
+    for kind, name, currency, values, amount, partition in _placed(session, config, dims, window, cost, by_job,
+                                                                   () if by_job else [folded(run)]):
+        partitions.add(partition)
         cluster = values[at["cluster"]]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
@@ -181,4 +185,5 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
                  currency, amount)
          for (c, job, values, currency), amount in jobs.items()),
         key=lambda j: (j.currency or "", -j.cost, j.cluster, j.job)))
-    return ClusterUsage(window, cost, job_rows, _cluster_rows(clusters, spell), session.overbooked(window))
+    return ClusterUsage(window, cost, job_rows, _cluster_rows(clusters, spell), session.overbooked(window),
+                        frozenset(partitions))

@@ -54,10 +54,10 @@ class ReportConfig(Strict):
     # None: `reports/` next to the lake directory, i.e. ./spendlake-data/reports by default.
     out: str | None = Field(default=None, min_length=1, description="a local directory or s3://bucket/prefix")
     top: int = Field(default=10, ge=1, le=100, description="rows in each top-N table")
-    # the Shared GPU clusters section's cost: effective by default, so a run on Savings Plan or
-    # reserved nodes costs its share of the commitment, not the $0 its usage is billed
+    # the Shared GPU clusters section's cost: billed by default, as `runs` and /metrics show a run;
+    # effective: a run on Savings Plan or reserved nodes costs its share of the commitment, not $0
     clusters_cost: Literal["effective", "billed"] = Field(
-        default="effective", description="the cost the Shared GPU clusters section places on runs, jobs and idle")
+        default="billed", description="the cost the Shared GPU clusters section places on runs, jobs and idle")
 
 
 class Freshness(InventoryEntry):

@@ -3,15 +3,18 @@ what failed, cancelled and otherwise unfinished jobs cost, cost by job type per 
 cluster's idle share.
 
 Every number comes from the allocation that `spendlake attribute`, `spendlake runs` and
-`cluster_usage` share, in the cost `report.clusters_cost` names: effective (amortized) by
-default, so a run's cost here is its `spendlake runs --cost effective` cost, and a cluster's jobs
-plus idle equal what its instances cost. Effective, not billed, because a node on a Savings Plan
-or reservation is billed 0 for its hours (the commitment's fee is its own line, on no run): its
-runs would read $0 and its idle nothing, where a research lead reading cost per GPU-hour wants
-their share of the commitment. The report's headlines and spend tables stay billed (they tie to
-the invoice); the section's note says which cost it shows. A month with a delivery of no
-effective cost (an Azure actual-cost export, which would count as 0) is shown billed, the note
-naming it. A config without `clusters:` has no such section.
+`cluster_usage` share, in the cost `report.clusters_cost` names: billed by default, as `spendlake
+runs`, the demo's top runs and /metrics' run and cluster figures show it, so a run reads one cost
+wherever it is read. A node on a Savings Plan or reservation is billed 0 for its hours (the
+commitment's fee is its own line, on no run): where a bill holding the clusters' instances this
+month has an effective (amortized) cost other than its billed, the note says so and names
+`report.clusters_cost: effective`, which shows each run its share of the commitment (`spendlake
+runs --cost effective`). Effective is shown billed where a bill holding the clusters' instances
+over the days the section reads (the month, and the chart's last TREND_DAYS days) delivered no
+effective cost (an Azure actual-cost export, which would count as 0), the note naming those bills;
+a bill of other lines (an Azure subscription without GPU nodes) keeps it effective. The report's
+headlines and spend tables are billed (they tie to the invoice). A config without `clusters:` has
+no such section.
 """
 
 from __future__ import annotations
@@ -39,35 +42,57 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     if config.attribution.clusters is None:
         return []
     until = day_start(day) + timedelta(days=1)
-    month = Window(day_start(day.replace(day=1)), until)
-    cost, lacking = config.report.clusters_cost, lacking_cost(lake, "effective", month)
-    if cost == "effective" and lacking:  # an Azure actual-cost export: its effective cost would count as 0
+    month, trend = Window(day_start(day.replace(day=1)), until), Window(until - timedelta(days=TREND_DAYS), until)
+    cost = config.report.clusters_cost
+    lacking = lacking_effective(config, lake, Window(min(month.since, trend.since), until)) if cost == "effective" else []
+    if lacking:  # an Azure actual-cost export holding the instances: their effective cost would count as 0
         cost = "billed"
     usage = cluster_usage(lake, config, month, cost=cost)
     if not usage.clusters:
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
     names = {c.cluster for c in usage.clusters}
+    amortized = differing(lake, usage.partitions) if cost == "billed" and not lacking else []
     # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
     unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
     del usage
-    by_type, chart = job_type_days(config, lake, Window(until - timedelta(days=TREND_DAYS), until), names, cost)
+    by_type, chart = job_type_days(config, lake, trend, names, cost)
     tables = [top_runs(config, lake, month, top, cost), unfinished, idle, by_type]
-    note = COST_NOTES[cost] if cost == config.report.clusters_cost else (
-        f"Billed cost of the clusters' instances: {', '.join(lacking)} delivered no effective (amortized) cost, which "
-        f"would count as 0, so billed is shown for all (a node on a Savings Plan or reservation is billed $0 for its "
-        f"hours); placed on jobs by the GPU-seconds they held, what no job held is the cluster's idle.")
+    note = (f"Billed cost of the clusters' instances: {', '.join(lacking)}, holding them, delivered no effective "
+            f"(amortized) cost, which would count as 0, so billed is shown for all (a node on a Savings Plan or "
+            f"reservation is billed $0 for its hours); placed on jobs by the GPU-seconds they held, what no job held "
+            f"is the cluster's idle.") if lacking else COST_NOTES[cost]
+    if amortized:
+        note += (f" The effective (amortized) cost of {', '.join(amortized)}, which hold the clusters' instances, "
+                 f"differs from its billed: a Savings Plan or reservation may cover nodes billed $0 here; "
+                 f"`report.clusters_cost: effective` shows each run its share of the commitment.")
     return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=note)]
+
+
+def lacking_effective(config: Config, lake: Lake, window: Window) -> list[str]:
+    """`source period` of each delivery of the window's months that holds lines of the clusters'
+    instances (jobs' or idle parts) and no effective cost; only read (allocated) when some delivery lacks it."""
+    lacking = lacking_cost(lake, "effective", window)
+    if not lacking:
+        return []
+    held = {f"{source} {period}" for source, period in cluster_usage(lake, config, window).partitions}
+    return [delivery for delivery in lacking if delivery in held]
+
+
+def differing(lake: Lake, partitions: frozenset[tuple[str, str]]) -> list[str]:
+    """`source period` of each of these bills whose effective cost differs from its billed in a currency."""
+    return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger() if e.key in partitions
+                  and any(t.effective_cost is not None and t.effective_cost != t.billed_cost for t in e.totals))
 
 
 # which cost the section shows, and how to ask for the other (module docstring)
 COST_NOTES = {
-    "effective": "Effective (amortized) cost of the clusters' instances: a node on a Savings Plan or reservation "
-                 "costs its share of the commitment, not the $0 its hours are billed (the headlines and spend "
-                 "tables above are billed; `report.clusters_cost: billed` for the invoice's figures here). Placed "
+    "effective": "Effective (amortized) cost of the clusters' instances (`report.clusters_cost: effective`): a node "
+                 "on a Savings Plan or reservation costs its share of the commitment, not the $0 its hours are "
+                 "billed (the headlines, spend tables, `spendlake runs` and /metrics are billed). Placed "
                  "on jobs by the GPU-seconds they held; what no job held is the cluster's idle (`spendlake runs "
                  "--cost effective`, `attribute --by job_type --cost effective`).",
-    "billed": "Billed cost of the clusters' instances (`report.clusters_cost: billed`: a node on a Savings Plan or "
-              "reservation is billed $0 for its hours), placed on jobs by the GPU-seconds they held; what no job "
+    "billed": "Billed cost of the clusters' instances, as `spendlake runs` and /metrics show it (a node on a Savings "
+              "Plan or reservation is billed $0 for its hours), placed on jobs by the GPU-seconds they held; what no job "
               "held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).",
 }
 
