@@ -109,9 +109,10 @@ def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
 def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, ...], window: Window, cost: str,
             by_job: bool, whole_runs: Sequence[str] = ()):
     """(kind `job` or `idle`, job id (None unless `by_job`), currency, values of `dims`, amount,
-    (source, billing period) of its line) of each part allocation placed in `window`; without `by_job` the window's rows are grouped
-    by placement kind, not by job (a month of 200k jobs' parts is then a few hundred rows), but
-    the rows of `whole_runs` (window_sql.window_sql) by job, with their job id."""
+    (source, billing period) of its line) of each part allocation placed in `window`; without
+    `by_job` the window's rows are grouped by placement kind, not by job (a month of 200k jobs'
+    parts is then a few hundred rows), but the rows of `whole_runs` (window_sql.window_sql) by
+    job, with their job id."""
     at = dims.index("run")
     for (_, currency, partition, values, hows), amount in attributed_sums(
             session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job,

@@ -44,7 +44,8 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     until = day_start(day) + timedelta(days=1)
     month, trend = Window(day_start(day.replace(day=1)), until), Window(until - timedelta(days=TREND_DAYS), until)
     cost = config.report.clusters_cost
-    lacking = lacking_effective(config, lake, Window(min(month.since, trend.since), until)) if cost == "effective" else []
+    read = Window(min(month.since, trend.since), until)  # every day the section reads
+    lacking = lacking_effective(config, lake, read) if cost == "effective" else []
     if lacking:  # an Azure actual-cost export holding the instances: their effective cost would count as 0
         cost = "billed"
     usage = cluster_usage(lake, config, month, cost=cost)
@@ -62,8 +63,8 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
             f"reservation is billed $0 for its hours); placed on jobs by the GPU-seconds they held, what no job held "
             f"is the cluster's idle.") if lacking else COST_NOTES[cost]
     if amortized:
-        note += (f" The effective (amortized) cost of {', '.join(amortized)}, which hold the clusters' instances, "
-                 f"differs from its billed: a Savings Plan or reservation may cover nodes billed $0 here; "
+        note += (f" Bills holding the clusters' instances have an effective (amortized) cost other than their billed "
+                 f"({', '.join(amortized)}): a Savings Plan or reservation may cover nodes billed $0 here; "
                  f"`report.clusters_cost: effective` shows each run its share of the commitment.")
     return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=note)]
 
@@ -91,8 +92,9 @@ COST_NOTES = {
                  "billed (the headlines, spend tables, `spendlake runs` and /metrics are billed). Placed "
                  "on jobs by the GPU-seconds they held; what no job held is the cluster's idle (`spendlake runs "
                  "--cost effective`, `attribute --by job_type --cost effective`).",
-    "billed": "Billed cost of the clusters' instances, as `spendlake runs` and /metrics show it (a node on a Savings "
-              "Plan or reservation is billed $0 for its hours), placed on jobs by the GPU-seconds they held; what no job "
+    "billed": "Billed cost of the clusters' instances, as `spendlake runs` and /metrics show it (a node on a "
+              "Savings Plan or reservation is billed $0 for its hours), placed on jobs by the GPU-seconds they "
+              "held; what no job "
               "held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).",
 }
 
