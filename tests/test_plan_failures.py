@@ -218,4 +218,5 @@ def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_
         "plan p's actual counts run r2 (USD 400.00, from 2026-11-05 09:00 UTC), run r3 (USD 300.00, from 2026-11-05 "
         "09:00 UTC), run r4 (USD 200.00, from 2026-11-05 09:00 UTC) and 6 more runs (USD 149.95), begun after its "
         "run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run? Register it (`spendlake estimate "
-        "... --register NAME --start DAY`) and this plan's actual ends where it starts.")
+        "... --register NAME --project llm --start DAY`: its scope, or the whole project's) and this plan's actual ends "
+        "where it starts.")
