@@ -220,3 +220,27 @@ def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_
         "run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run? Register it (`spendlake estimate "
         "... --register NAME --project llm --start DAY`: its scope, or the whole project's) and this plan's actual ends "
         "where it starts.")
+
+
+def test_later_runs_each_small_but_together_a_twentieth_of_the_plans_actual_are_named_the_costliest_three():
+    """fixb50a: a second run whose jobs carry no run label reads as many runs named by job id, each under 1% of the
+    plan's actual (400 jobs of 0.5%: 200% together) and went unsaid, the plan over plan unexplained. Later runs that
+    together come to 5% of the actual are named, the costliest three, the rest folded; under 5% together, nothing."""
+    from datetime import datetime, timezone
+    from service.planning.estimate import Span
+    from service.planning.plans import Plan
+    from service.report.plan_later_runs import later_runs_note
+
+    plan = Plan(name="p", project="llm", experiment=None, start=datetime(2026, 11, 1, tzinfo=timezone.utc),
+                run_hours=Span(D(24), D(24)), retention_days=30, compute_cost=Span(D(100), D(100)),
+                storage_cost=Span(D(0), D(0)), inputs={})
+    at = datetime(2026, 11, 5, 9)
+    jobs = [(f"{90000 + i}", at, D(5)) for i in range(400)]  # 5 of 1,000 each: 0.5%, 200% together
+    assert later_runs_note(plan, jobs, D(1000)) == (
+        "plan p's actual counts run 90000 (USD 5.00, from 2026-11-05 09:00 UTC), run 90001 (USD 5.00, from 2026-11-05 "
+        "09:00 UTC), run 90002 (USD 5.00, from 2026-11-05 09:00 UTC) and 397 more runs (USD 1,985.00), begun after its "
+        "run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run? Register it (`spendlake estimate "
+        "... --register NAME --project llm --start DAY`: its scope, or the whole project's) and this plan's actual ends "
+        "where it starts.")
+    assert "and 7 more runs (USD 35.00)" in later_runs_note(plan, jobs[:10], D(1000))  # 5.0% together
+    assert later_runs_note(plan, jobs[:9], D(1000)) is None  # 4.5% together

@@ -9,9 +9,11 @@ scope or the whole project's (a narrower one does not end the plan's actual: sec
 A later run is one of the plan's scope whose every attempt with a cost in the plan's window
 (`plan_runs`: to where its actual ends) started at or after its run's end: the plan's own run
 going on past its planned end is its own. The note names those that come to `MIN_SHARE` of the
-plan's actual or more, the costliest `NAMED` by name, the rest folded into "and N more runs": a
-demo's ad-hoc jobs after the run (twenty runs named by job id, USD 1,196 of an actual of 800,000)
-are no second run, and said nothing of.
+plan's actual or more, the costliest `NAMED` by name, the rest folded into "and N more runs"; where
+none does alone but all together come to `TOGETHER_SHARE` or more (a second run whose jobs carry no
+run label reads as hundreds of runs named by job id), the costliest `NAMED` and the rest folded. A
+demo's ad-hoc jobs after the run (twenty runs named by job id, USD 1,196 of an actual of 800,000,
+0.15%) are no second run, and said nothing of.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from service.planning.plans import Plan
 from service.report.plan_failures import of_plan
 
 MIN_SHARE = Decimal("0.01")  # of the plan's actual: a later run below it alone is no second run
+TOGETHER_SHARE = Decimal("0.05")  # of the plan's actual: later runs below it together are no second run
 NAMED = 3
 LaterRun = tuple[str, datetime, Decimal]  # the run, its first attempt's start (naive UTC), its USD of the plan's scope
 
@@ -46,8 +49,11 @@ def later_runs(runs: Sequence[RunCost] | None, plan: Plan) -> list[LaterRun]:
 
 
 def later_runs_note(plan: Plan, runs: list[LaterRun], actual: Decimal) -> str | None:
-    """The sentence naming `runs` (later_runs'), where one comes to MIN_SHARE of `actual` or more, else None."""
+    """The sentence naming `runs` (later_runs'), where one comes to MIN_SHARE of `actual` or more, or all
+    together to TOGETHER_SHARE, else None."""
     named = [item for item in runs if item[2] >= actual * MIN_SHARE][:NAMED]
+    if not named and sum((cost for *_, cost in runs), Decimal(0)) >= actual * TOGETHER_SHARE:
+        named = runs[:NAMED]  # the costliest first
     if not named:
         return None
     rest = runs[len(named):]  # the costliest first: those named are its head
