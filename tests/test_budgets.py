@@ -494,3 +494,24 @@ def test_an_effective_budget_on_a_delivery_without_effective_cost_says_it_counts
 
     section = budgets_section(load_config(lake.root.parent / "spendlake.yaml"), lake, date(2026, 11, 1))
     assert "Budget nlp-effective (team nlp) counts effective cost: cur 2026-11 delivered no effective" in section.note
+
+
+def test_the_note_on_a_delivery_without_effective_cost_names_only_deliveries_holding_the_budgets_scope(tmp_path):
+    """fixb50a: the note named every delivery of the month without effective cost, whatever the budget's
+    scope: a budget of team nlp was told an Azure actual-cost export holding only team vision's storage was
+    counted as 0 for it. It names only the deliveries with lines of its scope (nlp's own, still named)."""
+    from attribution_helpers import relation
+
+    lake = make_lake(tmp_path, [line("2026-11-01 00:00", "40", end="2026-11-02 00:00", tags={"team": "nlp"})])
+    azure = [{**line("2026-11-01 00:00", "25", end="2026-11-02 00:00", tags={"team": "vision"}), "effective": None}]
+    con = lake.connect()
+    lake.commit_costs(con, relation(con, azure), source="azure", delivery_id="a1", periods=None)
+    con.close()
+    budgets = [{"name": "nlp-effective", "value": "nlp", "amount": 100, "cost": "effective"},
+               {"name": "vision-effective", "value": "vision", "amount": 100, "cost": "effective"}]
+    _, shown = budgets_json(lake, budgets)
+    rows = {row["budget"]: row["actual"] for row in json.loads(shown.stdout)}
+    assert rows == {"nlp-effective": "40.00", "vision-effective": "0.00"}, rows
+    assert "budget nlp-effective (team nlp) counts" not in shown.stderr, shown.stderr
+    assert ("note: budget vision-effective (team vision) counts effective cost: azure 2026-11 delivered no effective "
+            "cost, only billed cost: counted as 0 here; `cost: billed` counts it") in shown.stderr, shown.stderr
