@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from service.core.claims import _key, endpoint_compared
 from service.core.config import load_config
 from service.core.errors import SourceError
 from service.core.lake import Lake
@@ -104,3 +106,31 @@ def test_one_s3_prefix_at_two_endpoints_is_two_bills(tmp_path):
     assert "at s3://bills/cur/ (endpoint http://127.0.0.1:9); this config reads it as aws-cur2 at " \
            "s3://bills/cur/ (endpoint http://127.0.0.1:19)" in aws.output
     assert spendlake(s3("copy.yaml", 9), "ingest").output.count("is read by") == 0  # the same endpoint: one bill
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("http://MinIO:9000", "http://minio:9000/"),
+    ("HTTPS://minio.example.com:443/", "https://minio.example.com"),
+    ("http://minio:80", "http://minio"),
+    ("", "https://s3.amazonaws.com"),
+    ("", "https://s3.eu-west-1.amazonaws.com/"),
+    ("", "https://S3-us-west-2.amazonaws.com:443"),
+    ("http://[::1]:9000", "http://[::1]:9000/"),
+])
+def test_one_endpoint_written_two_ways_is_one_bill(one, other):
+    assert endpoint_compared(one) == endpoint_compared(other)
+    sources = [SimpleNamespace(kind="aws-cur2", location="s3://bills/cur/", endpoint_url=url or None)
+               for url in (one, other)]
+    assert _key(sources[0]) == _key(sources[1])
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("http://minio:9000", "http://minio:9001"),
+    ("http://minio:9000", "https://minio:9000"),
+    ("", "http://minio:9000"),
+    ("", "https://s3.amazonaws.com.evil.example"),
+    ("", "https://s3.amazonaws.com/other-path"),
+    ("http://[::1]:9000", "http://[::1:9000]"),
+])
+def test_other_endpoints_stay_other_bills(one, other):
+    assert endpoint_compared(one) != endpoint_compared(other)

@@ -16,9 +16,11 @@ place, and a copy is not claimed by the original's config, which reads the origi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from service.core.config import DEFAULT_LAKE, SourceConfig, load_config
 from service.core.config_file import read_config_file
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 CONFIG_KEY = "config"  # in a source's record of `_state/sources.json`
 FROM_LAKE_KEY = "config_from_lake"  # the same file, relative to the lake's root
 SOURCE_LISTS = ("sources", "inventory")
+AWS_S3_HOST = re.compile(r"s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?")  # s3., s3.<region>., s3-<region>.
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
@@ -74,8 +78,28 @@ def _key(entry: Any) -> tuple[str, str, str]:
     """What two configs' entries of one name must share: the kind, the location as compared (`_place`)
     and, for an s3:// location, the endpoint (s3://bills/cur on MinIO is not AWS's)."""
     location = getattr(entry, "location", "")
-    endpoint = str(getattr(entry, "endpoint_url", None) or "") if location.startswith("s3://") else ""
-    return entry.kind, _place(location), endpoint.rstrip("/")
+    endpoint = getattr(entry, "endpoint_url", None) if location.startswith("s3://") else None
+    return entry.kind, _place(location), endpoint_compared(str(endpoint or ""))
+
+
+def endpoint_compared(endpoint: str) -> str:
+    """An S3 endpoint as compared across configs: scheme and host lower-case, the scheme's default
+    port and a trailing slash dropped (`http://MinIO:9000/` is `http://minio:9000`); AWS's own S3
+    endpoints (`https://s3.amazonaws.com`, `https://s3.<region>.amazonaws.com`) are none, the
+    bucket being the same wherever it is asked. Text that is no URL is compared as written."""
+    try:
+        url = urlsplit(endpoint.strip())
+        port = url.port
+    except ValueError:
+        return endpoint.strip().rstrip("/")
+    scheme, host, path = url.scheme.lower(), (url.hostname or "").lower(), url.path.rstrip("/")
+    if not scheme or not host:
+        return endpoint.strip().rstrip("/")
+    if AWS_S3_HOST.fullmatch(host) and not path and port in (None, DEFAULT_PORTS.get(scheme)):
+        return ""
+    host = f"[{host}]" if ":" in host else host  # IPv6
+    netloc = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    return f"{scheme}://{netloc}{path}"
 
 
 def _named(location: str, entry: Any) -> str:
