@@ -1,7 +1,7 @@
 """Whether a jobs-file's times are instants, the same in every zone, so the source's `timezone`
 reads none of them: a job starting after the snapshot is then a clock ahead, not a zone
 (jobs_base.said_ahead's `instants`; sacct_files.instant_times tells sacct's files). A file is
-written in one format: its first row's start_time tells.
+written in one format: its first start_time written tells (a pending job's is empty).
 """
 
 from __future__ import annotations
@@ -30,26 +30,35 @@ def instant_times(path: Path, source: JobsFileSource) -> str | None:
 
 
 def first_start(path: Path, raw: IO[bytes], size: int, source: JobsFileSource) -> Any:
-    """The start_time cell of the first row of the file open as `raw` (None: no row), read as
-    `records` reads it; a Parquet file's from its schema and its first row group's column alone."""
+    """The first start_time cell written (not empty: a pending job's is) of the file open as `raw`
+    (None: none), read as `records` reads it; a Parquet file's from its schema and its row groups'
+    column alone, up to the first group holding one."""
     def at(header: list[str]) -> int:  # the file was read: it has the column
         return next(i for i, name in enumerate(header) if source.our_name(name) == "start_time")
 
     if file_format(path) != "parquet":
         read = records(path, raw, size, source.header)
         header = next(read)
-        row = None if header is None else next(read, None)
-        return None if row is None else row[1][at(header)]
+        if header is None:
+            return None
+        column = at(header)
+        return next((row[1][column] for row in read if _written(row[1][column])), None)
     import pyarrow.parquet as pq
 
     if not size:
         return None
     file = pq.ParquetFile(raw)
     names = file.schema_arrow.names
-    if not file.num_row_groups:
-        return None
-    values = file.read_row_group(0, columns=[names[at(names)]]).column(0).drop_null()
-    return values[0].as_py() if len(values) else None
+    for group in range(file.num_row_groups):
+        values = file.read_row_group(group, columns=[names[at(names)]]).column(0).drop_null()
+        cell = next((value.as_py() for value in values if _written(value.as_py())), None)
+        if cell is not None:
+            return cell
+    return None
+
+
+def _written(cell: Any) -> bool:
+    return cell is not None and (not isinstance(cell, str) or bool(cell.strip()))
 
 
 def instant(cell: Any) -> str | None:

@@ -149,3 +149,27 @@ def test_jobs_file_times_that_carry_their_zone_starting_after_the_snapshot_are_s
         f"{path}: 1 job(s) start after this snapshot was taken (2026-12-01T06:00:00 UTC), which no job can; the "
         f"first, job j at {first} UTC: its times are {words}, the same in every zone: the clock that wrote them runs "
         "ahead of this machine's, or this machine's runs behind (compare both with NTP)"]
+
+
+@pytest.mark.parametrize("name", ["pending_first.csv", "pending_first.parquet"])
+def test_a_pending_jobs_empty_start_first_does_not_make_a_file_of_instants_zone_dependent(tmp_path, caplog, name):
+    """review50b: the first row alone told whether the file's times are instants: a pending job's empty
+    start_time first (or a Parquet file's first row group of pending jobs) named the timezone key."""
+    path = tmp_path / name
+    if name.endswith(".csv"):
+        path.write_text("job_id,gpus,state,start_time,end_time\n"
+                        "waiting,8,PENDING,,\nj,8,RUNNING,2026-12-01T10:00:00Z,\n")
+    else:
+        stamp = pa.timestamp("us", tz="UTC")
+        groups = [pa.table({"job_id": [job], "gpus": [8], "state": [state],
+                            "start_time": pa.array([start], stamp), "end_time": pa.nulls(1, stamp)})
+                  for job, state, start in (("waiting", "PENDING", None), ("j", "RUNNING", datetime(2026, 12, 1, 10)))]
+        with pq.ParquetWriter(path, groups[0].schema) as writer:
+            for group in groups:
+                writer.write_table(group)
+        assert pq.ParquetFile(path).num_row_groups == 2
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, "jobs-file", path).error is None
+    [line] = said(caplog)
+    assert "its times are written with their UTC offset" in line or "timestamps with their zone" in line, line
+    assert "timezone" not in line, line
