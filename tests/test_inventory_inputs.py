@@ -17,6 +17,7 @@ from connectors.gpu_metrics import GpuMetricsConnector
 from connectors.s3_objects import S3ObjectsConnector
 from service.core.config import parse_config
 from service.core.lake import Lake
+from service.ingest import inventory_inputs
 from service.ingest.inventory import run_inventory
 
 DATA = Path(__file__).parent / "data" / "inventory"
@@ -136,3 +137,67 @@ def test_a_source_of_two_tables_not_read_again_tells_them_in_the_order_its_read_
     [again] = run_inventory(config, now=NOW)
     assert len(read) == 1 and list(first.rows) == ["s3_objects snapshot_date=2026-11-28", "s3_buckets snapshot_date=2026-11-28"]
     assert again.lines() == [line.replace("rows stored", "rows unchanged, not stored again") for line in first.lines()]
+
+
+def test_a_file_rewritten_after_its_hash_is_not_recorded_under_the_old_bytes(tmp_path, reads, monkeypatch):
+    """review50b: the files' stats were taken after hashing them: a file rewritten between its hash and
+    its stat was recorded under the old bytes' digest, so the old bytes written back later were not read
+    again while the lake held the new ones'."""
+    shutil.copytree(DATA / "gpu", tmp_path / "gpu")
+    export = tmp_path / "gpu" / "dcgm-export.csv"
+    old = export.read_text()
+    hashed = inventory_inputs.sha256_file
+
+    def rewritten(file):
+        digest = hashed(file)
+        if file == export:
+            export.write_text(old.replace("i-0ddd,0,2026-11-20 10:00:00,1.0", "i-0ddd,0,2026-11-20 10:00:00,5.0"))
+        return digest
+    monkeypatch.setattr(inventory_inputs, "sha256_file", rewritten)
+    inventory(tmp_path)
+    monkeypatch.setattr(inventory_inputs, "sha256_file", hashed)
+    export.write_text(old)
+    inventory(tmp_path)
+    assert reads == ["gpus"] * 2
+
+
+def test_another_pyarrow_or_tz_database_reads_again(tmp_path, reads, monkeypatch):
+    """review50b: a reader's library (pyarrow) or the tz database (a zone's rules changed) may read the
+    same files otherwise: the digest holds their versions."""
+    shutil.copytree(DATA / "gpu", tmp_path / "gpu")
+    inventory(tmp_path)
+    inventory(tmp_path)
+    assert reads == ["gpus"]
+    monkeypatch.setattr(inventory_inputs.metadata, "version", lambda package: "99.0")
+    inventory(tmp_path)
+    assert reads == ["gpus"] * 2
+    zones = tmp_path / "zoneinfo"
+    zones.mkdir()
+    (zones / "tzdata.zi").write_text("# version 2099a\n")
+    monkeypatch.setattr(inventory_inputs.zoneinfo, "TZPATH", (str(zones),))
+    inventory(tmp_path)
+    (zones / "tzdata.zi").write_text("# version 2099b\n")
+    inventory(tmp_path)
+    assert reads == ["gpus"] * 4
+
+
+def test_a_plugin_of_one_top_level_module_hashes_its_file_alone(tmp_path, monkeypatch):
+    """review50b: a connector that is a top-level module made its folder (site-packages) the code
+    hashed, every .py there: its file alone is its code."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "solo_plugin.py").write_text("class Solo:\n    def inputs(self):\n        return []\n")
+    (site / "unrelated.py").write_text("A = 1\n")
+    monkeypatch.syspath_prepend(str(site))
+    import solo_plugin
+    [source] = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "gpus", "kind": "gpu-metrics", "path": str(site)}]}).inventory
+
+    def digest() -> str:
+        inventory_inputs._code_digest.cache_clear()
+        return inventory_inputs.inputs(solo_plugin.Solo(), source).digest
+    first = digest()
+    (site / "unrelated.py").write_text("A = 2\n")
+    assert digest() == first
+    (site / "solo_plugin.py").write_text("class Solo:\n    def inputs(self):\n        return [] \n")
+    assert digest() != first

@@ -3,9 +3,9 @@
 A source that reads local files alone (`path`: no API, bucket or URL; the connector's
 `inputs()`) gets a digest of what decides its snapshot: the SHA-256 of every file under its
 paths (by name: a file changed in place with the same size and time is read again, as one
-added or removed), its config entry, DuckDB's version and spendlake's own code (a fix in a
-reader is read again once). A run whose digest is the one its source's last read recorded,
-and whose partitions are still the files that read wrote (each one's record and bytes; for a
+added or removed), its config entry, DuckDB's and pyarrow's versions, the tz database's,
+spendlake's own code and the connector's (a fix in a reader is read again once). A run whose
+digest is the one its source's last read recorded, and whose partitions are still the files that read wrote (each one's record and bytes; for a
 table of snapshot dates, the same date), reads nothing: its partitions are `unchanged`, as
 a read that staged the same bytes would have found them (`commit.unchanged`), where the demo's
 hourly inventory read and staged its 746,322 GPU rows and 666 job records for nothing
@@ -25,11 +25,14 @@ import inspect
 import json
 import logging
 import os
+import sys
 import threading
+import zoneinfo
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 
 import duckdb
@@ -114,18 +117,47 @@ def inputs(connector: object, source: InventorySource) -> Inputs | None:
         return None
     digest = hashlib.sha256(FORMAT.encode())
     config = json.dumps(source.model_dump(mode="json"), sort_keys=True, default=str)
-    code = _code_digest(Path(__file__).parents[1], Path(inspect.getfile(type(connector))).parent)
-    for part in (duckdb.__version__, code, config):
+    code = _code_digest(Path(__file__).parents[1], _connector_code(type(connector)))
+    for part in (duckdb.__version__, _readers(), code, config):
         digest.update(part.encode() + b"\0")
     if not all(path.is_dir() or path.is_file() for path in paths):
         return None  # missing, or a FIFO: the read says what it is
     files = sorted({file for path in paths for file in _files(path)})
+    stats = _stats(files)  # before hashing: a file rewritten after its hash differs from them after the read
     try:
         for file in files:
             digest.update(f"{file}\0{sha256_file(file)}\0".encode())
     except OSError:  # unreadable: the read says it
         return None
-    return Inputs(source.name, digest.hexdigest(), _stats(files))
+    return Inputs(source.name, digest.hexdigest(), stats)
+
+
+def _readers() -> str:
+    """What reads the files besides spendlake's code and DuckDB: pyarrow's version and the tz database
+    zoneinfo reads (its folders with their tzdata.zi's version line, and the tzdata package's version)."""
+    said = [f"pyarrow {_version('pyarrow')}", f"tzdata {_version('tzdata')}"]
+    for folder in zoneinfo.TZPATH:
+        try:
+            with open(Path(folder, "tzdata.zi"), encoding="utf-8", errors="replace") as version:
+                said.append(f"{folder} {version.readline().strip()}")
+        except OSError:
+            said.append(folder)
+    return "\0".join(said)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _connector_code(kind: type) -> Path:
+    """The connector's code: its package's folder, or its module's file alone when that is a top-level
+    module (a plugin installed as one file: its folder is site-packages)."""
+    file = Path(inspect.getfile(kind))
+    module = sys.modules.get(kind.__module__)
+    return file.parent if module is not None and getattr(module, "__package__", None) else file
 
 
 def partition_file(lake: Lake, source: str, part: str) -> Path:
@@ -180,10 +212,11 @@ def _stats(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
 
 
 @functools.cache
-def _code_digest(*folders: Path) -> str:
-    """The Python code under `folders`: spendlake's and its connector's (a reader changed reads again)."""
+def _code_digest(*paths: Path) -> str:
+    """The Python code under `paths` (a folder's every .py file, or a file alone): spendlake's and its
+    connector's (a reader changed reads again)."""
     digest = hashlib.sha256()
-    for folder in folders:
-        for file in sorted(folder.rglob("*.py")):
-            digest.update(f"{file.relative_to(folder)}\0".encode() + file.read_bytes())
+    for path in paths:
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}\0".encode() + file.read_bytes())
     return digest.hexdigest()
