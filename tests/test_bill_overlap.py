@@ -46,6 +46,32 @@ def overlap_warnings(result) -> list[str]:
     return [w for w in result.warnings if bill_overlap.HINT in w]
 
 
+def member_exports(tmp_path):
+    """The synthetic FOCUS export, its member accounts (SubAccountId, sorted), and the export split into
+    `first` (the first member's lines) and `others` (the rest's) under tmp_path; the generation, the
+    export's folder, its CSV files and the members."""
+    generation = synthetic_bill(tmp_path)
+    focus = generation.exports["focus-csv"]
+    con = duckdb.connect()
+    files = sorted(str(p) for p in focus.rglob("*.csv"))
+    members = [row[0] for row in con.execute("SELECT DISTINCT SubAccountId FROM read_csv(?, all_varchar=true) "
+                                             "ORDER BY 1", [files]).fetchall()]
+    assert len(members) > 1
+    for name, kept in (("first", members[:1]), ("others", members[1:])):
+        (tmp_path / name).mkdir()
+        con.execute(f"COPY (SELECT * FROM read_csv(?, all_varchar=true) WHERE list_contains(?, SubAccountId)) "
+                    f"TO '{tmp_path / name / 'focus.csv'}' (HEADER)", [files, kept])
+    return generation, focus, files, members
+
+
+def overlaps_gauge(lake) -> float:
+    """spendlake_lake_bill_overlaps as /metrics shows it."""
+    from service.serve.families import integrity_families
+
+    [family] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_bill_overlaps"]
+    return family.samples[0].value
+
+
 def test_the_focus_and_the_cur2_export_of_one_payer_as_two_sources_are_told_everywhere(tmp_path):
     generation = synthetic_bill(tmp_path)
     sources = (("aws-cur2", "aws-cur2", generation.exports["parquet"]),
@@ -153,29 +179,14 @@ def test_member_accounts_own_exports_under_one_payer_are_no_overlap_and_the_gaug
     (accounts without them) has them read by the next ingest. spendlake_lake_bill_overlaps counts the
     overlaps: 0 here, 1 for the FOCUS and CUR 2.0 exports of one payer."""
     from service.core.lake import Lake
-    from service.serve.families import integrity_families
 
-    def gauge(lake) -> float:
-        [family] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_bill_overlaps"]
-        return family.samples[0].value
-
-    generation = synthetic_bill(tmp_path)
-    focus = generation.exports["focus-csv"]
-    con = duckdb.connect()
-    files = sorted(str(p) for p in focus.rglob("*.csv"))
-    members = [row[0] for row in con.execute("SELECT DISTINCT SubAccountId FROM read_csv(?, all_varchar=true) "
-                                             "ORDER BY 1", [files]).fetchall()]
-    assert len(members) > 1
-    for name, kept in (("first", members[:1]), ("others", members[1:])):
-        (tmp_path / name).mkdir()
-        con.execute(f"COPY (SELECT * FROM read_csv(?, all_varchar=true) WHERE list_contains(?, SubAccountId)) "
-                    f"TO '{tmp_path / name / 'focus.csv'}' (HEADER)", [files, kept])
+    generation, focus, _, members = member_exports(tmp_path)
     sources = (("first", "focus", tmp_path / "first"), ("others", "focus", tmp_path / "others"))
     lake, result = ingest_files(tmp_path, *sources)
     assert failures(result) == [] and overlap_warnings(result) == []  # main: told as one bill summed twice
     assert {(e.source, a.account, a.sub_accounts) for e in lake.ledger() for a in e.accounts} == {
         ("first", PAYER[0], tuple(members[:1])), ("others", PAYER[0], tuple(members[1:]))}
-    assert bill_overlap.lake_overlaps(lake) == [] and gauge(lake) == 0
+    assert bill_overlap.lake_overlaps(lake) == [] and overlaps_gauge(lake) == 0
     ledger = json.loads(lake.ledger_file.read_text())
     for entry in ledger["entries"]:
         for account in entry["accounts"]:
@@ -189,7 +200,7 @@ def test_member_accounts_own_exports_under_one_payer_are_no_overlap_and_the_gaug
     both = tmp_path / "both"
     both.mkdir()
     lake, result = ingest_files(both, ("aws-cur2", "aws-cur2", generation.exports["parquet"]), ("aws-focus", "focus", focus))
-    assert len(overlap_warnings(result)) == 1 and gauge(lake) == 1
+    assert len(overlap_warnings(result)) == 1 and overlaps_gauge(lake) == 1
 
 
 def test_two_member_exports_beside_one_export_without_sub_accounts_are_two_overlaps_not_one_of_three(tmp_path):
@@ -199,20 +210,9 @@ def test_two_member_exports_beside_one_export_without_sub_accounts_are_two_overl
     all three (the members each said to hold the other's cost, up to both members' sums counted
     twice); told as two pairs, each member with the whole, counting the member's sum twice at most.
     spendlake_lake_bill_overlaps counts the billing account's period once."""
-    from service.serve.families import integrity_families
-
-    generation = synthetic_bill(tmp_path)
-    focus = generation.exports["focus-csv"]
-    con = duckdb.connect()
-    files = sorted(str(p) for p in focus.rglob("*.csv"))
-    members = [row[0] for row in con.execute("SELECT DISTINCT SubAccountId FROM read_csv(?, all_varchar=true) "
-                                             "ORDER BY 1", [files]).fetchall()]
-    for name, where in (("first", "list_contains(?, SubAccountId)"), ("others", "NOT list_contains(?, SubAccountId)")):
-        (tmp_path / name).mkdir()
-        con.execute(f"COPY (SELECT * FROM read_csv(?, all_varchar=true) WHERE {where}) "
-                    f"TO '{tmp_path / name / 'focus.csv'}' (HEADER)", [files, members[:1]])
+    _, _, files, members = member_exports(tmp_path)
     (tmp_path / "whole").mkdir()
-    con.execute(f"COPY (SELECT * REPLACE (NULL AS SubAccountId, NULL AS SubAccountName) FROM read_csv(?, "
+    duckdb.connect().execute(f"COPY (SELECT * REPLACE (NULL AS SubAccountId, NULL AS SubAccountName) FROM read_csv(?, "
                 f"all_varchar=true)) TO '{tmp_path / 'whole' / 'focus.csv'}' (HEADER)", [files])
     lake, result = ingest_files(tmp_path, *((name, "focus", tmp_path / name) for name in ("first", "others", "whole")))
     assert failures(result) == []
@@ -227,5 +227,4 @@ def test_two_member_exports_beside_one_export_without_sub_accounts_are_two_overl
         assert overlap.twice(sums) == billed[member]
     told = overlap_warnings(result)
     assert len(told) == 2 and not any("first" in line and "others" in line for line in told)
-    [gauge] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_bill_overlaps"]
-    assert gauge.samples[0].value == 1
+    assert overlaps_gauge(lake) == 1
