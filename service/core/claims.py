@@ -15,6 +15,7 @@ place, and a copy is not claimed by the original's config, which reads the origi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, MutableMapping
@@ -22,8 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from service.core.config import DEFAULT_LAKE, SourceConfig, load_config
+from service.core.config import DEFAULT_LAKE, load_config
+from service.core.config_base import InventoryEntry
 from service.core.config_file import read_config_file
+from service.core.config_paths import LOCAL_PATH_KEYS
 from service.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -34,6 +37,11 @@ FROM_LAKE_KEY = "config_from_lake"  # the same file, relative to the lake's root
 SOURCE_LISTS = ("sources", "inventory")
 AWS_S3_HOST = re.compile(r"s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?")  # s3., s3.<region>., s3-<region>.
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# An inventory source's settings that change how it is asked, not what its snapshots hold
+HOW_ASKED = frozenset({"name", "kind", "freshness_hours", "max_attempts", "timeout_seconds", "token_env",
+                       "user_name", "sigv4"})
+URL_KEYS = ("url", "prometheus_url", "endpoint_url")
+WHERE_KEYS = ("path", *URL_KEYS)  # an inventory source's place, said when another kind reads the name
 
 
 def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
@@ -43,14 +51,15 @@ def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
         record[FROM_LAKE_KEY] = os.path.relpath(lake.config_file, lake.root)
 
 
-def refused(lake: Lake, sources: Iterable[SourceConfig]) -> dict[str, ConfigError]:
-    """Of `sources`, those another config on this lake ran last and still declares with another kind
-    or location → the error their ingest fails with (each alone; the others ingest): ingesting one
-    would replace the bill that config stored with this one's, each config's ingest putting its own
-    back. Nothing is refused for a config without a file, nor when the other file cannot be read
-    now (being edited). Two folders, or two endpoints, may hold one bill (a mirror synced from one
-    bucket): they are refused all the same, and the hint never advises a rename that would count
-    such a bill twice."""
+def refused(lake: Lake, sources: Iterable[Any]) -> dict[str, ConfigError]:
+    """Of `sources` (billing or inventory), those another config on this lake ran last and still
+    declares with another kind or location (an inventory source: other settings shaping its
+    snapshots, `_key`) → the error their run fails with (each alone; the others go on): running one
+    would replace the bill, or the snapshots, that config stored with this one's, each config's run
+    putting its own back. Nothing is refused for a config without a file, nor when the other file
+    cannot be read now (being edited). Two folders, or two endpoints, may hold one bill (a mirror
+    synced from one bucket): they are refused all the same, and the hint never advises a rename
+    that would count such a bill twice."""
     if lake.config_file is None:
         return {}
     state = lake.read_state("sources")
@@ -61,22 +70,34 @@ def refused(lake: Lake, sources: Iterable[SourceConfig]) -> dict[str, ConfigErro
         theirs = _entry_of(other, source.name, lake.root) if other else None
         if theirs is None or _key(theirs) == _key(source):
             continue
-        where = getattr(theirs, "location", None) or "(an inventory source)"
-        found[source.name] = ConfigError(
-            f"source {source.name!r} is read by {other} too, another config on this lake, as {theirs.kind} at "
-            f"{_named(where, theirs)}; this config reads it as {source.kind} at {_named(source.location, source)}, "
-            "and ingesting it here would replace the bill that config stored (a source name holds one bill in a lake)",
-            where=f"{source.config_path}.name",
-            hint=f"if both read one bill (a mirror or copy of one export), point both configs at one location; or, "
-                 f"to read it from here only, remove it from {other}, run `spendlake --config {other} forget "
-                 f"{source.name}`, then ingest; rename the source in one config only if the two hold different "
-                 "bills (a renamed mirror counts its bill twice)")
+        found[source.name] = _refusal(source, other, theirs)
     return found
+
+
+def _refusal(source: Any, other: Path, theirs: Any) -> ConfigError:
+    """Why `source` is not run here: `other` reads its name as `theirs`."""
+    if isinstance(source, InventoryEntry):
+        taking, held, alike = "taking", "the snapshots that config stored (a source name holds one inventory", \
+            "if both read one inventory, give both configs' entries the same settings"
+        run, different = "take the inventory", "the two read different inventories"
+    else:
+        taking, held, alike = "ingesting", "the bill that config stored (a source name holds one bill", \
+            "if both read one bill (a mirror or copy of one export), point both configs at one location"
+        run, different = "ingest", "the two hold different bills (a renamed mirror counts its bill twice)"
+    return ConfigError(
+        f"source {source.name!r} is read by {other} too, another config on this lake, as {_said(theirs, source)}; "
+        f"this config reads it as {_said(source, theirs)}, and {taking} it here would replace {held} in a lake)",
+        where=f"{source.config_path}.name",
+        hint=f"{alike}; or, to read it from here only, remove it from {other}, run `spendlake --config {other} "
+             f"forget {source.name}`, then {run}; rename the source in one config only if {different}")
 
 
 def _key(entry: Any) -> tuple[str, str, str]:
     """What two configs' entries of one name must share: the kind, the location as compared (`_place`)
-    and, for an s3:// location, the endpoint (s3://bills/cur on MinIO is not AWS's)."""
+    and, for an s3:// location, the endpoint (s3://bills/cur on MinIO is not AWS's); for an inventory
+    source, every setting that shapes its snapshots (`_settings`)."""
+    if isinstance(entry, InventoryEntry):
+        return entry.kind, json.dumps(_settings(entry), sort_keys=True), ""
     location = getattr(entry, "location", "")
     endpoint = getattr(entry, "endpoint_url", None) if location.startswith("s3://") else None
     return entry.kind, _place(location), endpoint_compared(str(endpoint or ""))
@@ -100,6 +121,34 @@ def endpoint_compared(endpoint: str) -> str:
     host = f"[{host}]" if ":" in host else host  # IPv6
     netloc = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
     return f"{scheme}://{netloc}{path}"
+
+
+def _settings(entry: InventoryEntry) -> dict[str, Any]:
+    """An inventory source's settings that shape its snapshots (all but HOW_ASKED), as compared: its
+    local paths resolved (`_place`), its addresses as `endpoint_compared` (no credentials)."""
+    settings = entry.model_dump(mode="json", exclude=set(HOW_ASKED))
+    for key, value in settings.items():
+        if key in LOCAL_PATH_KEYS:
+            settings[key] = [_place(v) for v in value] if isinstance(value, list) else value and _place(value)
+        elif key in URL_KEYS and value:
+            settings[key] = endpoint_compared(value)
+    return settings
+
+
+def _said(entry: Any, other: Any) -> str:
+    """How `entry` reads its source, said beside `other`'s: a billing source's kind and location; an
+    inventory source's kind and the settings that differ from `other`'s (its path or address beside
+    another kind)."""
+    if not isinstance(entry, InventoryEntry):
+        return f"{entry.kind} at {_named(entry.location, entry)}"
+    mine = _settings(entry)
+    theirs = _settings(other) if isinstance(other, InventoryEntry) and other.kind == entry.kind else None
+    shown = [key for key in mine if mine[key] != theirs[key]] if theirs else [key for key in WHERE_KEYS if mine.get(key)]
+    return entry.kind + "".join(f"{', ' if i else ' with '}{key} {_text(mine[key])}" for i, key in enumerate(shown))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _named(location: str, entry: Any) -> str:

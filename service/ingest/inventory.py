@@ -23,7 +23,7 @@ import duckdb
 
 from connectors.inventory_base import InventoryConnector, SnapshotPart
 from service.attribution import newly_ended, newly_unasked
-from service.core.claims import claim
+from service.core.claims import claim, refused
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, data_end, parse_utc
 from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error
@@ -96,8 +96,11 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
     now = aware_utc(now) if now else datetime.now(timezone.utc)  # a naive `now` is UTC, as the lake's times
     lake = Lake.of(config)
     with lake.lock("ingest"):
+        claimed = refused(lake, sources)  # another config's snapshots under the same name stay (core/claims.py)
         lake.clean_staging()
-        outcomes = [_snapshot_source(lake, source, now) for source in sources]
+        outcomes = [_snapshot_source(lake, source, now) if source.name not in claimed
+                    else InventoryOutcome(source.name, source.kind, error=claimed[source.name])  # type: ignore[attr-defined]
+                    for source in sources]
         if rollups and any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
             for warning in refresh_rollups(lake, config):  # attribution reads the latest tags, and jobs with `clusters:`
                 warn(warning) if warn else log.warning("%s", warning)

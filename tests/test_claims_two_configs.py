@@ -1,0 +1,54 @@
+"""Two configs on one lake (service/core/claims.py), beyond one billing name: an inventory source
+of a name another config takes otherwise is refused as a bill is; a refusal is recorded for the
+config refused, the other's record untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import yaml
+
+from service.core.lake import Lake
+from tests.test_lake_integrity import spendlake
+
+HEADER = "job_id,start_time,end_time,gpus\n"
+
+
+def inventory_config(root: Path, name: str, **jobs: str) -> Path:
+    """`root / name`: jobs-file inventory sources (name → the CSV of one job it reads) into `root / lake`."""
+    entries = []
+    for source, job in jobs.items():
+        (root / f"{name}-{source}.csv").write_text(f"{HEADER}{job},2024-09-20T10:00:00Z,2024-09-20T11:00:00Z,8\n")
+        entries.append({"name": source, "kind": "jobs-file", "path": f"{name}-{source}.csv"})
+    path = root / name
+    path.write_text(yaml.safe_dump({"lake": "lake", "inventory": entries}))
+    return path
+
+
+def job_ids(root: Path, source: str) -> list[str]:
+    files = str(root / "lake" / "jobs" / f"source={source}" / "*" / "data.parquet")
+    return [row[0] for row in duckdb.sql(f"SELECT job_id FROM read_parquet('{files}') ORDER BY 1").fetchall()]
+
+
+def test_an_inventory_name_another_config_reads_otherwise_is_refused_naming_it(tmp_path):
+    first = inventory_config(tmp_path, "finance.yaml", trace="7")
+    assert spendlake(first, "inventory").exit_code == 0
+    second = inventory_config(tmp_path, "research.yaml", trace="8", other="9")
+    refused = spendlake(second, "inventory")
+    assert refused.exit_code == 3, refused.output  # was 0: research's job 8 taken into trace beside finance's 7
+    assert f"trace (jobs-file): FAILED: inventory[0].name: source 'trace' is read by {first} too, another config on " \
+           f"this lake, as jobs-file with path {tmp_path / 'finance.yaml-trace.csv'}; this config reads it as " \
+           f"jobs-file with path {tmp_path / 'research.yaml-trace.csv'}, and taking it here would replace the " \
+           "snapshots that config stored" in refused.output
+    assert f"`spendlake --config {first} forget trace`" in refused.output
+    assert "other (jobs-file) jobs snapshot_date=" in refused.output  # the config's other source goes on
+    assert job_ids(tmp_path, "trace") == ["7"] and job_ids(tmp_path, "other") == ["9"]
+    record = Lake(tmp_path / "lake").read_state("sources")["trace"]
+    assert record["config"] == str(first) and not record["last_run_failed"]
+    alike = inventory_config(tmp_path, "copy.yaml", trace="7")  # the same file and settings: one inventory
+    (tmp_path / "copy.yaml-trace.csv").unlink()
+    data = yaml.safe_load(alike.read_text())
+    data["inventory"][0] |= {"path": "finance.yaml-trace.csv", "freshness_hours": 12}  # how fresh: not what it holds
+    alike.write_text(yaml.safe_dump(data))
+    assert spendlake(alike, "inventory").exit_code == 0
