@@ -4,12 +4,18 @@ config refused, the other's record untouched."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import yaml
 
+from service.core.claims import REFUSED_KEY
+from service.core.config import load_config
 from service.core.lake import Lake
+from service.ingest.freshness import source_freshness
+from service.serve.families import source_families
+from tests.test_claims_one_name import OTHER, config
 from tests.test_lake_integrity import spendlake
 
 HEADER = "job_id,start_time,end_time,gpus\n"
@@ -52,3 +58,43 @@ def test_an_inventory_name_another_config_reads_otherwise_is_refused_naming_it(t
     data["inventory"][0] |= {"path": "finance.yaml-trace.csv", "freshness_hours": 12}  # how fresh: not what it holds
     alike.write_text(yaml.safe_dump(data))
     assert spendlake(alike, "inventory").exit_code == 0
+
+
+def test_a_refused_run_is_recorded_for_the_config_refused_the_other_configs_record_untouched(tmp_path):
+    first = config(tmp_path, "finance.yaml", "export")
+    assert spendlake(first, "ingest").exit_code == 0
+    second = config(tmp_path, "research.yaml", "export-b", OTHER)
+    lake = Lake(tmp_path / "lake")
+    before = lake.read_state("sources")["trey"]
+    assert spendlake(second, "ingest").exit_code == 3
+    record = lake.read_state("sources")["trey"]
+    assert {k: v for k, v in record.items() if k != REFUSED_KEY} == before  # finance.yaml's runs, as they were
+    status = spendlake(second, "status", "--format", "table")
+    assert f"failing: source trey: sources[0].name: source 'trey' is read by {first} too" in status.output, \
+        status.output  # was not said: research.yaml's trey read finance.yaml's success
+    assert "failing" not in spendlake(first, "status", "--format", "table").output
+    now = datetime.now(timezone.utc)
+    [refused] = source_freshness(load_config(second), Lake.of(load_config(second)), now)  # serve's /api/v1/status
+    assert (refused.state, refused.failures_total, refused.last_success) == ("failing", 1, None)
+    [held] = source_freshness(load_config(first), Lake.of(load_config(first)), now)
+    assert (held.state, held.failures_total, held.last_error) == ("stale", 0, None)  # the sample is of 2024
+    failures = {m.name: m.samples[0].value for m in source_families(load_config(second), Lake.of(load_config(second)))
+                if m.name == "spendlake_source_failures"}
+    assert failures == {"spendlake_source_failures": 1}
+    first.unlink()  # finance.yaml gone: research.yaml takes the name, its refusals end
+    assert spendlake(second, "ingest").exit_code == 0
+    assert REFUSED_KEY not in lake.read_state("sources")["trey"]
+    assert "failing" not in spendlake(second, "status", "--format", "table").output
+
+
+def test_a_refused_inventory_run_is_recorded_for_the_config_refused(tmp_path):
+    first = inventory_config(tmp_path, "finance.yaml", trace="7")
+    assert spendlake(first, "inventory").exit_code == 0
+    second = inventory_config(tmp_path, "research.yaml", trace="8")
+    assert spendlake(second, "inventory").exit_code == 3
+    assert spendlake(second, "inventory").exit_code == 3
+    now = datetime.now(timezone.utc)
+    [refused] = source_freshness(load_config(second), Lake.of(load_config(second)), now)
+    assert (refused.state, refused.failures_total) == ("failing", 2) and "is read by" in refused.last_error
+    [held] = source_freshness(load_config(first), Lake.of(load_config(first)), now)
+    assert (held.state, held.failures_total, held.last_error) == ("ok", 0, None)

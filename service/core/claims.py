@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 CONFIG_KEY = "config"  # in a source's record of `_state/sources.json`
 FROM_LAKE_KEY = "config_from_lake"  # the same file, relative to the lake's root
+REFUSED_KEY = "refused"  # in a source's record: another config file → its runs refused (`refused`), as a record's
 SOURCE_LISTS = ("sources", "inventory")
+RUN_KEYS = ("failures_total", "last_success", "last_failure", "last_error", "last_run_failed")  # a record's runs
 AWS_S3_HOST = re.compile(r"s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?")  # s3., s3.<region>., s3-<region>.
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # An inventory source's settings that change how it is asked, not what its snapshots hold
@@ -45,10 +47,28 @@ WHERE_KEYS = ("path", *URL_KEYS)  # an inventory source's place, said when anoth
 
 
 def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
-    """Record the lake's config file in a source's record, when there is one."""
+    """Record the lake's config file in a source's record, when there is one; its refusals there
+    (`refused_record`) end: the record is its own now."""
     if lake.config_file:
         record[CONFIG_KEY] = str(lake.config_file)
         record[FROM_LAKE_KEY] = os.path.relpath(lake.config_file, lake.root)
+        others = record.get(REFUSED_KEY) or {}
+        others.pop(str(lake.config_file), None)
+        if not others:
+            record.pop(REFUSED_KEY, None)
+
+
+def refused_record(lake: Lake, record: MutableMapping[str, Any]) -> dict[str, Any]:
+    """Where another config's `record` of a source keeps this config's refused runs of it (its
+    failures, last error and time: service/ingest/freshness.py `record_refused`), made when none."""
+    return record.setdefault(REFUSED_KEY, {}).setdefault(str(lake.config_file), {"failures_total": 0})
+
+
+def own_record(lake: Lake, record: dict[str, Any]) -> dict[str, Any]:
+    """A source's record as this config sees it: another config's, with this config's refused runs
+    in place of that config's runs (its successes, failures and errors) while it refuses them."""
+    mine = (record.get(REFUSED_KEY) or {}).get(str(lake.config_file)) if lake.config_file else None
+    return record if not mine else {**{k: v for k, v in record.items() if k not in RUN_KEYS}, **mine}
 
 
 def refused(lake: Lake, sources: Iterable[Any]) -> dict[str, ConfigError]:

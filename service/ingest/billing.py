@@ -31,7 +31,7 @@ from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
 from service.ingest import periods, shared
-from service.ingest.freshness import record_run, record_sources
+from service.ingest.freshness import record_refused, record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -132,12 +132,14 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             if published:
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said
-            # a claimed name's record stays the other config's (its claim, freshness, errors): its failure here
-            # is this run's FAILED line and exit 3 (serve: the job's failure, counted), not the other's status
             for source in (source for source in sources if source.name not in claimed):
                 error = _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
                 if error:
                     unrecorded.append(error)
+            # a claimed name's record stays the other config's (its claim, freshness, errors): its failure here
+            # is recorded there for this config alone (freshness.record_refused), beside its FAILED line, exit 3
+            if error := record_refused(lake, claimed):
+                unrecorded.append(error)
             if unrecorded:
                 raise unrecorded[0]
             if rollups:

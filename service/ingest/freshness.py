@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from service.core import failure_marks
+from service.core.claims import own_record, refused_record
 from service.core.config import Config
 from service.core.coverage import STATE_KEY, billing_data_through, inventory_data_through, parse_utc
-from service.core.errors import os_error
+from service.core.errors import SpendlakeError, os_error
 from service.core.files import NotSynced
 from service.core.lake import Lake
 from service.core.logs import redact
@@ -64,6 +65,27 @@ def record_sources(lake: Lake, state: dict, source: str, committed: bool) -> Non
         raise os_error(exc, done=f"{done}; {kept}") from None
     failure_marks.remove(counted)
     failure_marks.ready(lake.root)
+
+
+def record_refused(lake: Lake, refused: dict[str, SpendlakeError]) -> SpendlakeError | None:
+    """Each source this config's run refused (service/core/claims.py `refused`), recorded as a failed
+    run for this config file inside the record of the config that holds the name (`refused_record`):
+    that config's own runs, freshness and errors stay as they are, and `status`, the API and the
+    metrics of this config show its source failing (`sources_state`). The error when the state could
+    not be written (no mark: it would count the failure in the other config's runs)."""
+    if not refused:
+        return None
+    state = lake.read_state("sources")
+    for source, error in refused.items():
+        if source in state:  # the other config's record, which its claim was read from
+            record_run(refused_record(lake, state[source]), error)
+    try:
+        lake.write_state("sources", state)
+    except NotSynced:
+        pass  # in place; a crash may lose it, as any record's
+    except OSError as exc:
+        return os_error(exc, done="the refused source's failure is not recorded (its FAILED line says it)")
+    return None
 
 
 def _keep(lake: Lake, source: str, record: dict) -> str:
@@ -135,8 +157,9 @@ def unrecorded_key(lake: Lake) -> tuple:
 
 
 def sources_state(lake: Lake) -> dict[str, dict]:
-    """The `sources` state, with the failures it could not record: marked (by any process: a
-    mark is its source's last run) and kept in this process."""
+    """The `sources` state as this config sees it, with the failures it could not record: marked (by
+    any process: a mark is its source's last run) and kept in this process; a source another config
+    holds that this one's runs were refused, with those runs (service/core/claims.py `own_record`)."""
     marks = failure_marks.marks(lake.root)  # before the state: a mark then removed is in the state read
     state = lake.read_state("sources")
     for source in dict.fromkeys(mark.source for mark in marks):
@@ -144,7 +167,7 @@ def sources_state(lake: Lake) -> dict[str, dict]:
     for (root, source), kept in list(_UNRECORDED.items()):
         if root == str(lake.root):
             state[source] = _counted(state.get(source, {}), kept)
-    return state
+    return {source: own_record(lake, record) for source, record in state.items()}
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from service.core.stopping import raise_if_stopped
 from service.core.timewindow import CLOCK_SKEW, day_text, iso_utc
 from service.core.units import aware_utc
 from service.ingest import inventory_inputs
-from service.ingest.freshness import record_run, record_sources
+from service.ingest.freshness import record_refused, record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 from service.ingest.unlabelled_pods import say_unlabelled_pods
 
@@ -101,6 +101,8 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
         outcomes = [_snapshot_source(lake, source, now) if source.name not in claimed
                     else InventoryOutcome(source.name, source.kind, error=claimed[source.name])  # type: ignore[attr-defined]
                     for source in sources]
+        if error := record_refused(lake, claimed):  # its failures, for this config alone (said above: FAILED)
+            warn(str(error)) if warn else log.warning("%s", error)
         if rollups and any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
             for warning in refresh_rollups(lake, config):  # attribution reads the latest tags, and jobs with `clusters:`
                 warn(warning) if warn else log.warning("%s", warning)
