@@ -66,7 +66,7 @@ def test_the_same_bill_the_same_config_edited_or_moved_ingest_as_before(first, t
     assert edited.exit_code == 0 and "committed" in edited.output, edited.output
     refused = spendlake(first, "ingest")  # now finance.yaml's ingest would put its bill back: refused in turn
     assert refused.exit_code == 3 and f"read by {moved} too" in refused.output
-    first.write_text("sources: [")  # another config being edited (unreadable) is not compared: nothing refused
+    first.write_text("sources: [")  # broken, finance.yaml did not run trey last (moved.yaml did): it claims nothing
     assert spendlake(moved, "ingest").exit_code == 0
 
 

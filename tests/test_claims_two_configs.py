@@ -16,7 +16,7 @@ from service.core.lake import Lake
 from service.ingest.freshness import source_freshness
 from service.serve.families import source_families
 from tests.test_claims_one_name import OTHER, config
-from tests.test_lake_integrity import spendlake
+from tests.test_lake_integrity import BILLED, attributed_total, spendlake
 
 HEADER = "job_id,start_time,end_time,gpus\n"
 
@@ -98,3 +98,22 @@ def test_a_refused_inventory_run_is_recorded_for_the_config_refused(tmp_path):
     assert (refused.state, refused.failures_total) == ("failing", 2) and "is read by" in refused.last_error
     [held] = source_freshness(load_config(first), Lake.of(load_config(first)), now)
     assert (held.state, held.failures_total, held.last_error) == ("ok", 0, None)
+
+
+def test_a_config_left_broken_keeps_its_claim_as_its_last_run_read_the_name(tmp_path):
+    first = config(tmp_path, "finance.yaml", "export")
+    assert spendlake(first, "ingest").exit_code == 0
+    first.write_text(first.read_text() + "  - [unclosed\n")  # left broken (unparseable)
+    second = config(tmp_path, "research.yaml", "export-b", OTHER)
+    refused = spendlake(second, "ingest")
+    assert refused.exit_code == 3, refused.output  # was 0: finance.yaml's bill replaced while it was broken
+    assert f"source 'trey' is read by {first} too, another config on this lake, as focus at {tmp_path / 'export'} " \
+           "when it last ran it (that file cannot be read now: " in refused.output
+    assert f"fix {first} (its claim stands while the file is there)" in refused.output
+    assert attributed_total(second) == BILLED  # finance.yaml's bill, kept
+    alike = config(tmp_path, "copy.yaml", "export")  # the location finance.yaml last read: one bill
+    assert spendlake(alike, "ingest").exit_code == 0
+    assert spendlake(second, "ingest").exit_code == 3  # copy.yaml ran it last, and reads it elsewhere
+    first.unlink()
+    alike.unlink()  # neither file is there: their claims end with them
+    assert spendlake(second, "ingest").exit_code == 0

@@ -2,10 +2,11 @@
 it) another config still reads.
 
 Each ingest and inventory run records in `_state/sources.json` the config file it ran with
-(`config`). An orphan whose file still declares it is that config's: `status` says so instead
-of suggesting `forget`, and `forget` asks with it named and warns after. The file gone, or no
-longer naming the source (renamed in it), releases it; a file that cannot be read now (being
-edited) keeps every source recorded for it.
+(`config`), and how it read it (`read_as`). An orphan whose file still declares it is that
+config's: `status` says so instead of suggesting `forget`, and `forget` asks with it named and
+warns after. The file gone, or no longer naming the source (renamed in it), releases it; a file
+that cannot be read now (being edited, or left broken) keeps every source recorded for it, as its
+last run read each (`refused`).
 
 A lake is copied or moved (`cp -r`, `mv`) with its configs beside it: the file is recorded
 both as given and relative to the lake (`config_from_lake`), and the claim holds only for a
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 CONFIG_KEY = "config"  # in a source's record of `_state/sources.json`
 FROM_LAKE_KEY = "config_from_lake"  # the same file, relative to the lake's root
+READ_AS_KEY = "read_as"  # in a source's record: how the config that ran it last read it (`key`, `said`)
 REFUSED_KEY = "refused"  # in a source's record: another config file → its runs refused (`refused`), as a record's
 SOURCE_LISTS = ("sources", "inventory")
 RUN_KEYS = ("failures_total", "last_success", "last_failure", "last_error", "last_run_failed")  # a record's runs
@@ -46,12 +48,14 @@ URL_KEYS = ("url", "prometheus_url", "endpoint_url")
 WHERE_KEYS = ("path", *URL_KEYS)  # an inventory source's place, said when another kind reads the name
 
 
-def claim(lake: Lake, record: MutableMapping[str, Any]) -> None:
-    """Record the lake's config file in a source's record, when there is one; its refusals there
-    (`refused_record`) end: the record is its own now."""
+def claim(lake: Lake, record: MutableMapping[str, Any], entry: Any) -> None:
+    """Record the lake's config file in a source's record, when there is one, and how it reads the
+    source (`entry`: its kind and location or settings, which hold the claim while that file cannot
+    be read); its refusals there (`refused_record`) end: the record is its own now."""
     if lake.config_file:
         record[CONFIG_KEY] = str(lake.config_file)
         record[FROM_LAKE_KEY] = os.path.relpath(lake.config_file, lake.root)
+        record[READ_AS_KEY] = {"key": list(_key(entry)), "said": _said(entry, None)}
         others = record.get(REFUSED_KEY) or {}
         others.pop(str(lake.config_file), None)
         if not others:
@@ -76,8 +80,9 @@ def refused(lake: Lake, sources: Iterable[Any]) -> dict[str, ConfigError]:
     declares with another kind or location (an inventory source: other settings shaping its
     snapshots, `_key`) → the error their run fails with (each alone; the others go on): running one
     would replace the bill, or the snapshots, that config stored with this one's, each config's run
-    putting its own back. Nothing is refused for a config without a file, nor when the other file
-    cannot be read now (being edited). Two folders, or two endpoints, may hold one bill (a mirror
+    putting its own back. Nothing is refused for a config without a file. While the other file
+    cannot be read (being edited, or left broken) its claim stands as its last run read the name
+    (the record's READ_AS_KEY; a record written before it was kept claims nothing). Two folders, or two endpoints, may hold one bill (a mirror
     synced from one bucket): they are refused all the same, and the hint never advises a rename
     that would count such a bill twice."""
     if lake.config_file is None:
@@ -86,16 +91,24 @@ def refused(lake: Lake, sources: Iterable[Any]) -> dict[str, ConfigError]:
     declared: dict[Path, frozenset[str] | None] = {}
     found: dict[str, ConfigError] = {}
     for source in sources:
-        other = claimant(state.get(source.name) or {}, source.name, lake.config_file, lake.root, declared)
-        theirs = _entry_of(other, source.name, lake.root) if other else None
-        if theirs is None or _key(theirs) == _key(source):
+        record = state.get(source.name) or {}
+        other = claimant(record, source.name, lake.config_file, lake.root, declared)
+        try:
+            theirs = _entry_of(other, source.name, lake.root) if other else None
+        except ConfigError as broken:  # edited or broken: as its last run read the name, while the file is there
+            read_as = record.get(READ_AS_KEY) or {}
+            if read_as.get("key") not in (None, list(_key(source))):
+                found[source.name] = _refusal(source, other, f"{read_as.get('said')} when it last ran it (that file "
+                                              f"cannot be read now: {broken.message})", broken=True)
             continue
-        found[source.name] = _refusal(source, other, theirs)
+        if theirs is not None and _key(theirs) != _key(source):
+            found[source.name] = _refusal(source, other, _said(theirs, source), theirs)
     return found
 
 
-def _refusal(source: Any, other: Path, theirs: Any) -> ConfigError:
-    """Why `source` is not run here: `other` reads its name as `theirs`."""
+def _refusal(source: Any, other: Path, said: str, theirs: Any = None, broken: bool = False) -> ConfigError:
+    """Why `source` is not run here: `other` reads its name as `said` (`theirs`, its entry, when it
+    can be read; `broken`: it cannot be, its last run's reading said)."""
     if isinstance(source, InventoryEntry):
         taking, held, alike = "taking", "the snapshots that config stored (a source name holds one inventory", \
             "if both read one inventory, give both configs' entries the same settings"
@@ -104,12 +117,14 @@ def _refusal(source: Any, other: Path, theirs: Any) -> ConfigError:
         taking, held, alike = "ingesting", "the bill that config stored (a source name holds one bill", \
             "if both read one bill (a mirror or copy of one export), point both configs at one location"
         run, different = "ingest", "the two hold different bills (a renamed mirror counts its bill twice)"
+    away = (f"fix {other} (its claim stands while the file is there), or remove the file if nothing runs it any "
+            f"more" if broken else f"remove it from {other}, run `spendlake --config {other} forget {source.name}`")
     return ConfigError(
-        f"source {source.name!r} is read by {other} too, another config on this lake, as {_said(theirs, source)}; "
-        f"this config reads it as {_said(source, theirs)}, and {taking} it here would replace {held} in a lake)",
+        f"source {source.name!r} is read by {other} too, another config on this lake, as {said}; this config reads "
+        f"it as {_said(source, theirs)}, and {taking} it here would replace {held} in a lake)",
         where=f"{source.config_path}.name",
-        hint=f"{alike}; or, to read it from here only, remove it from {other}, run `spendlake --config {other} "
-             f"forget {source.name}`, then {run}; rename the source in one config only if {different}")
+        hint=f"{alike}; or, to read it from here only, {away}, then {run}; rename the source in one config only if "
+             f"{different}")
 
 
 def _key(entry: Any) -> tuple[str, str, str]:
@@ -178,12 +193,9 @@ def _named(location: str, entry: Any) -> str:
 
 
 def _entry_of(path: Path, name: str, root: Path) -> Any | None:
-    """The source or inventory source `name` of the config at `path`, when that file loads and reads
-    the lake at `root`; None otherwise."""
-    try:
-        config = load_config(path)
-    except ConfigError:
-        return None
+    """The source or inventory source `name` of the config at `path`, when that file reads the lake
+    at `root`; None otherwise; its ConfigError when it cannot be loaded now (being edited, broken)."""
+    config = load_config(path)
     if config.lake.resolve() != root:
         return None
     return next((entry for entry in (*config.sources, *config.inventory) if entry.name == name), None)

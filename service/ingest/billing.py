@@ -133,7 +133,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said
             for source in (source for source in sources if source.name not in claimed):
-                error = _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
+                error = _record(lake, source, [o for o in result.outcomes if o.source == source.name])
                 if error:
                     unrecorded.append(error)
             # a claimed name's record stays the other config's (its claim, freshness, errors): its failure here
@@ -191,12 +191,12 @@ def _rewritten(outcome: DeliveryOutcome) -> periods.CopyRewritten | None:
     return outcome.error if outcome.status == "failed" and isinstance(outcome.error, periods.CopyRewritten) else None
 
 
-def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> SpendlakeError | None:
+def _record(lake: Lake, source: SourceConfig, outcomes: Sequence[DeliveryOutcome]) -> SpendlakeError | None:
     """The source's success or failure in the `sources` state (service/ingest/freshness.py);
     the error when it could not be written."""
     state = lake.read_state("sources")
-    record = state.setdefault(source, {"failures_total": 0})
-    claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
+    record = state.setdefault(source.name, {"failures_total": 0})
+    claim(lake, record, source)  # another config on this lake leaves the source alone (service/core/claims.py)
     failed = any(o.status == "failed" for o in outcomes)
     record_run(record, next(o.error for o in outcomes if o.error) if failed else None)
     for key, stale in (("copies", False), ("stale_copies", True)):  # the last run's copies: `status` tells them
@@ -207,7 +207,7 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Spe
     if rewritten or record.pop("rewritten", None):
         record["rewritten"] = rewritten
     try:
-        record_sources(lake, state, source, any(o.status == "committed" and o.entries for o in outcomes))
+        record_sources(lake, state, source.name, any(o.status == "committed" and o.entries for o in outcomes))
     except SpendlakeError as exc:
         return exc
     return None

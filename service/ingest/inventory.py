@@ -151,7 +151,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         outcome.error = exc
     raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure; no other runs
     try:
-        _record(lake, outcome)
+        _record(lake, source, outcome)
     except SpendlakeError as exc:  # a full disk: its own failure, else this one, beside what it stored
         outcome.error = outcome.error or exc
     return outcome
@@ -374,10 +374,10 @@ def _combined(parts: list[SnapshotPart], day: str) -> dict[tuple[str, str], duck
     return combined
 
 
-def _record(lake: Lake, outcome: InventoryOutcome) -> None:
+def _record(lake: Lake, source: InventorySource, outcome: InventoryOutcome) -> None:
     state = lake.read_state("sources")
     record = state.setdefault(outcome.source, {"failures_total": 0})
-    claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
+    claim(lake, record, source)  # another config on this lake leaves the source alone (service/core/claims.py)
     record_run(record, outcome.error)
     if outcome.data_through is not None:
         known = record.get(STATE_KEY)
