@@ -1,6 +1,8 @@
 """Two configs on one lake (service/core/claims.py), beyond one billing name: an inventory source
 of a name another config takes otherwise is refused as a bill is; a refusal is recorded for the
-config refused, the other's record untouched."""
+config refused, the other's record untouched; a config left broken keeps its claim as its last run
+read the name; `forget` with a config declaring no sources says it reads them all; a source known
+by a failure's mark alone is the config's that declares it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 
 import duckdb
 import yaml
+from click.testing import CliRunner
 
+from service.cli.main import cli
 from service.core.claims import REFUSED_KEY
 from service.core.config import load_config
 from service.core.lake import Lake
@@ -117,3 +121,23 @@ def test_a_config_left_broken_keeps_its_claim_as_its_last_run_read_the_name(tmp_
     first.unlink()
     alike.unlink()  # neither file is there: their claims end with them
     assert spendlake(second, "ingest").exit_code == 0
+
+
+def test_forget_with_a_config_declaring_no_sources_says_it_reads_every_source(tmp_path):
+    first = config(tmp_path, "finance.yaml", "export")
+    assert spendlake(first, "ingest").exit_code == 0
+    every = tmp_path / "every.yaml"
+    every.write_text(yaml.safe_dump({"lake": "lake", "sources": []}))
+    said = spendlake(every, "forget", "trey", "--yes")
+    assert said.exit_code == 2 and "remove it from the config first" not in said.output, said.output  # was said
+    assert "this config declares no sources, so it reads every source the lake holds, trey among them" in said.output
+    assert f"{first} declares it and reads it: remove it there, then run `spendlake --config {first} forget trey`" \
+           in said.output
+    first.write_text(first.read_text().replace("name: trey", "name: trey-b"))  # renamed there
+    said = spendlake(every, "forget", "trey", "--yes")
+    assert f"run it with {first}, which ran the source last and no longer names it: `spendlake --config {first} " \
+           "forget trey`" in said.output, said.output
+    nothing = spendlake(every, "forget", "vision", "--yes")
+    assert "the lake holds nothing of source 'vision'" in nothing.output and "sources it holds: trey" in nothing.output
+    assert Lake(tmp_path / "lake").ledger()  # nothing forgotten
+

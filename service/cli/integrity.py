@@ -87,11 +87,13 @@ def _period(partition: str) -> str | None:
 @click.pass_obj
 def forget_command(obj, source: str, yes: bool) -> None:
     """Remove every partition and ledger row of SOURCE, a source no longer in the config."""
-    from service.core.claims import other_configs
+    from service.core.claims import forget_declaring_none, other_configs
     from service.core.errors import UsageError
     from service.core.serving import refuse_served
 
     lake = obj.lake
+    if lake.sources is None:  # a config declaring none reads every source: none is an orphan to it
+        raise forget_declaring_none(lake, source)
     if lake.counts(source):
         raise UsageError(f"source {source!r} is in the config", where="SOURCE",
                          hint="remove it from the config first; forget removes what the config no longer names")

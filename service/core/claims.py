@@ -28,7 +28,8 @@ from service.core.config import DEFAULT_LAKE, load_config
 from service.core.config_base import InventoryEntry
 from service.core.config_file import read_config_file
 from service.core.config_paths import LOCAL_PATH_KEYS
-from service.core.errors import ConfigError
+from service.core.errors import ConfigError, UsageError
+from service.core.lake_sources import orphaned_sources
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
@@ -225,17 +226,50 @@ def claimant(record: dict[str, Any], source: str, own_file: Path | None, root: P
     declares it; None when it is `own_file`, gone, reads another lake or no longer names it.
     `declared`: the names each file declares, read once for many sources."""
     declared = {} if declared is None else declared
-    candidates = [root / record[FROM_LAKE_KEY]] if isinstance(record.get(FROM_LAKE_KEY), str) else []
-    candidates += [Path(record[CONFIG_KEY])] if isinstance(record.get(CONFIG_KEY), str) else []
-    for other in dict.fromkeys(Path(os.path.normpath(c)) for c in candidates):
+    for other in _files(record, root):
         if own_file is not None and other == own_file:
             return None
-        if other not in declared:
-            declared[other] = _names_declared_by(other, root)
-        names = declared[other]
+        names = _declared(other, root, declared)
         if names is None or source in names:
             return other
     return None
+
+
+def forget_declaring_none(lake: Lake, source: str) -> UsageError:
+    """Why `forget SOURCE` does nothing with a config that declares no sources: it reads every source
+    the lake holds, so none is an orphan to it; the hint names the config to run it with (the one
+    that ran the source last, when its file is there)."""
+    held = orphaned_sources(lake, (), lake.ledger())
+    if source not in held:
+        return UsageError(f"the lake holds nothing of source {source!r}", where="SOURCE",
+                          hint=f"sources it holds: {', '.join(held) or 'none'}")
+    last = next((file for file in _files(lake.read_state("sources").get(source) or {}, lake.root)
+                 if file.exists()), None)
+    names = _declared(last, lake.root, {}) if last else None
+    if last and names is not None and source in names:
+        hint = f"{last} declares it and reads it: remove it there, then run `spendlake --config {last} forget {source}`"
+    elif last and names is not None:
+        hint = f"run it with {last}, which ran the source last and no longer names it: " \
+               f"`spendlake --config {last} forget {source}`"
+    else:
+        hint = f"run it with a config that declares its sources, {source} not among them: " \
+               f"`spendlake --config FILE forget {source}`"
+    return UsageError(f"this config declares no sources, so it reads every source the lake holds, {source} among "
+                      "them: none is an orphan to forget here", where="SOURCE", hint=hint)
+
+
+def _files(record: dict[str, Any], root: Path) -> list[Path]:
+    """The config file a source's record names, relative to the lake first, then as given."""
+    candidates = [root / record[FROM_LAKE_KEY]] if isinstance(record.get(FROM_LAKE_KEY), str) else []
+    candidates += [Path(record[CONFIG_KEY])] if isinstance(record.get(CONFIG_KEY), str) else []
+    return list(dict.fromkeys(Path(os.path.normpath(c)) for c in candidates))
+
+
+def _declared(path: Path, root: Path, declared: dict[Path, frozenset[str] | None]) -> frozenset[str] | None:
+    """`_names_declared_by`, read once per file into `declared`."""
+    if path not in declared:
+        declared[path] = _names_declared_by(path, root)
+    return declared[path]
 
 
 def _names_declared_by(path: Path, root: Path) -> frozenset[str] | None:
