@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
+from service.core import failure_marks
 from service.core.claims import REFUSED_KEY
 from service.core.config import load_config
 from service.core.lake import Lake
@@ -141,3 +142,23 @@ def test_forget_with_a_config_declaring_no_sources_says_it_reads_every_source(tm
     assert "the lake holds nothing of source 'vision'" in nothing.output and "sources it holds: trey" in nothing.output
     assert Lake(tmp_path / "lake").ledger()  # nothing forgotten
 
+
+def test_another_configs_source_known_by_a_failure_mark_alone_is_said_to_be_that_configs(tmp_path):
+    first = config(tmp_path, "finance.yaml", "export")
+    second = config(tmp_path, "research.yaml", "export-b", OTHER)
+    data = yaml.safe_load(second.read_text())
+    data["sources"] = [{**data["sources"][0], "name": "vision"}, {"name": "extra", "kind": "focus", "location": "none"}]
+    second.write_text(yaml.safe_dump(data))
+    assert spendlake(first, "ingest").exit_code == 0
+    assert spendlake(second, "ingest").exit_code == 3  # extra's location is missing: failed
+    lake = Lake(tmp_path / "lake")
+    state = lake.read_state("sources")
+    failed = state.pop("extra")  # its failure could not be written (a full disk): a mark holds it
+    lake.write_state("sources", state)
+    failure_marks.leave(lake.root, "extra", failed["last_failure"], failed["last_error"])
+    status = spendlake(first, "status", "--format", "table")
+    assert f"orphaned: extra is not in the config but the lake holds it (source state); it counts nowhere here; " \
+           f"{second}, another config on this lake, still declares it and reads it" in status.output, status.output
+    assert "`spendlake forget extra`" not in status.output  # was advised
+    asked = CliRunner().invoke(cli, ["--config", str(first), "forget", "extra"], input="n\n")
+    assert f"{second}, another config on this lake, still declares it and reads it?" in asked.output, asked.output

@@ -214,9 +214,20 @@ def other_configs(lake: Lake) -> dict[str, str]:
 
 def declared_elsewhere(state: dict[str, Any], sources: Iterable[str], own_file: Path | None,
                        root: Path) -> dict[str, str]:
-    """Of `sources`, those another config file on the lake at `root` still declares → that file."""
+    """Of `sources`, those another config file on the lake at `root` still declares → that file: the
+    one that ran it last (its record), or, for a source whose record names none (known by a failure's
+    mark alone: its run could not write the state), any config file the lake's records name."""
     declared: dict[Path, frozenset[str] | None] = {}
-    found = {source: claimant(state.get(source) or {}, source, own_file, root, declared) for source in sources}
+    known = [file for record in state.values() for file in _files(record, root)]
+    known += [Path(file) for record in state.values() for file in record.get(REFUSED_KEY) or {}]
+    found = {}
+    for source in sources:
+        record = state.get(source) or {}
+        other = claimant(record, source, own_file, root, declared)
+        if other is None and not _files(record, root):
+            other = next((file for file in dict.fromkeys(known) if file != own_file
+                          and source in (_declared(file, root, declared) or ())), None)
+        found[source] = other
     return {source: str(other) for source, other in found.items() if other is not None}
 
 
