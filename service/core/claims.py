@@ -83,9 +83,9 @@ def refused(lake: Lake, sources: Iterable[Any]) -> dict[str, ConfigError]:
     would replace the bill, or the snapshots, that config stored with this one's, each config's run
     putting its own back. Nothing is refused for a config without a file. While the other file
     cannot be read (being edited, or left broken) its claim stands as its last run read the name
-    (the record's READ_AS_KEY; a record written before it was kept claims nothing). Two folders, or two endpoints, may hold one bill (a mirror
-    synced from one bucket): they are refused all the same, and the hint never advises a rename
-    that would count such a bill twice."""
+    (the record's READ_AS_KEY; a record written before it was kept claims nothing). Two folders, or
+    two endpoints, may hold one bill (a mirror synced from one bucket): they are refused all the
+    same, and the hint never advises a rename that would count such a bill twice."""
     if lake.config_file is None:
         return {}
     state = lake.read_state("sources")
@@ -179,7 +179,8 @@ def _said(entry: Any, other: Any) -> str:
         return f"{entry.kind} at {_named(entry.location, entry)}"
     mine = _settings(entry)
     theirs = _settings(other) if isinstance(other, InventoryEntry) and other.kind == entry.kind else None
-    shown = [key for key in mine if mine[key] != theirs[key]] if theirs else [key for key in WHERE_KEYS if mine.get(key)]
+    shown = [key for key in mine if mine[key] != theirs[key]] if theirs \
+        else [key for key in WHERE_KEYS if mine.get(key)]
     return entry.kind + "".join(f"{', ' if i else ' with '}{key} {_text(mine[key])}" for i, key in enumerate(shown))
 
 

@@ -98,9 +98,8 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
     with lake.lock("ingest"):
         claimed = refused(lake, sources)  # another config's snapshots under the same name stay (core/claims.py)
         lake.clean_staging()
-        outcomes = [_snapshot_source(lake, source, now) if source.name not in claimed
-                    else InventoryOutcome(source.name, source.kind, error=claimed[source.name])  # type: ignore[attr-defined]
-                    for source in sources]
+        outcomes = [InventoryOutcome(source.name, source.kind, error=claimed[source.name])  # type: ignore[attr-defined]
+                    if source.name in claimed else _snapshot_source(lake, source, now) for source in sources]
         if error := record_refused(lake, claimed):  # its failures, for this config alone (said above: FAILED)
             warn(str(error)) if warn else log.warning("%s", error)
         if rollups and any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
