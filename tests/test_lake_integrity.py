@@ -345,6 +345,23 @@ def test_44_an_orphan_another_config_on_the_lake_declares_is_named_with_that_con
     assert gone.exit_code == 0 and "warning" not in gone.output and not partition(lake).exists()
 
 
+def test_another_configs_sources_are_no_orphans_in_the_gauge_the_alert_reads(lake, tmp_path):
+    """spendlake_lake_orphaned_sources counted another config's sources on the lake: with two configs
+    SpendlakeOrphanedSources fired for as long as both ran. Counted once that config is gone."""
+    from service.core.config import load_config
+
+    config, _ = lake
+    other = Lake.of(load_config(team_b(tmp_path)))
+
+    def orphaned() -> float:
+        [family] = [f for f in integrity_families(other) if f.name == "spendlake_lake_orphaned_sources"]
+        return family.samples[0].value
+
+    assert "trey" in other.orphans() and orphaned() == 0
+    config.unlink()  # the config gone: its source counts nowhere
+    assert orphaned() == 1
+
+
 @pytest.mark.parametrize("how", ["copied", "moved"])
 def test_44_a_lake_copied_or_moved_with_its_configs_keeps_the_other_configs_sources(tmp_path, how):
     home = tmp_path / "finops"  # two configs beside the lake, paths relative to their folder

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from service.attribution import ScrapeTops, metrics_anchor
 from service.core import derived_records, derived_sweep
 from service.core.bill_overlap import account_periods, lake_overlaps
+from service.core.claims import other_configs
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
@@ -51,8 +52,9 @@ def source_families(config: Config, lake: Lake) -> list[Metric]:
 
 def integrity_families(lake: Lake) -> list[Metric]:
     """Cost partitions that do not match the ledger (the quick check now, or the last
-    `spendlake verify`), when verify last ran, sources the config no longer declares, and bills two
-    sources hold (service.core.bill_overlap)."""
+    `spendlake verify`), when verify last ran, sources no config on the lake declares (another config's
+    are its own: counted, they kept SpendlakeOrphanedSources firing while both configs ran), and bills
+    two sources hold (service.core.bill_overlap)."""
     states = ("missing", "truncated", "altered", "unlisted")
     damaged = GaugeMetricFamily("spendlake_lake_partitions_damaged",
                                 "Cost partitions that do not match the delivery ledger, by state.", labels=["state"])
@@ -67,8 +69,10 @@ def integrity_families(lake: Lake) -> list[Metric]:
     if verify.get("checked_at"):
         verified.add_metric([], iso_seconds(verify["checked_at"]))
     orphaned = GaugeMetricFamily("spendlake_lake_orphaned_sources",
-                                 "Sources the lake holds that the config does not declare (they count nowhere).")
-    orphaned.add_metric([], len(lake.orphans()))
+                                 "Sources the lake holds that neither the config nor another config on the lake "
+                                 "declares (they count nowhere).")
+    orphans = lake.orphans()
+    orphaned.add_metric([], len(orphans.keys() - other_configs(lake).keys()) if orphans else 0)
     overlaps = GaugeMetricFamily("spendlake_lake_bill_overlaps",
                                  "Billing accounts' periods two declared sources hold the same cost of (one bill "
                                  "configured as two sources, summed twice: `spendlake status` names them).")
