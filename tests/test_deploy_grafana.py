@@ -111,9 +111,9 @@ def test_the_health_row_shows_bills_held_by_two_sources():
 
 def test_the_health_row_shows_the_lakes_damage_orphans_and_readability():
     """small50: spendlake_lake_partitions_damaged, spendlake_lake_snapshots_damaged (snapshots and derived
-    files), spendlake_lake_orphaned_sources and spendlake_lake_readable had alerts (the first two and
-    the last) and no panel: stats in the health row beside the bills held by two sources, coloured
-    where the alerts fire (a damaged snapshot red, a derived file orange: critical and warning)."""
+    files), spendlake_lake_orphaned_sources and spendlake_lake_readable had alerts (but the orphans, until
+    ops51) and no panel: stats in the health row beside the bills held by two sources, coloured where the
+    alerts fire (a damaged snapshot red, a derived file orange: critical and warning), each naming its alert."""
     [row] = {p["gridPos"]["y"] for title, p in panels().items() if title.startswith("Data freshness")}
     shown = {t["expr"]: (p, t.get("legendFormat")) for p in panels().values() for t in p["targets"]}
     groups = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
@@ -122,10 +122,11 @@ def test_the_health_row_shows_the_lakes_damage_orphans_and_readability():
               "SpendlakeSnapshotDamaged": ('sum(spendlake_lake_snapshots_damaged{kind="snapshot"})', "red"),
               "SpendlakeDerivedFileDamaged": ('sum(spendlake_lake_snapshots_damaged{kind!="snapshot"})', "orange"),
               "SpendlakeLakeUnreadable": ("max(spendlake_lake_readable)", None),
-              None: ("spendlake_lake_orphaned_sources", "orange")}
+              "SpendlakeOrphanedSources": ("spendlake_lake_orphaned_sources", "orange")}
     for alert, (expr, red) in wanted.items():
-        assert alert is None or expr in exprs[alert], alert
+        assert expr in exprs[alert], alert
         panel, legend = shown[expr]
+        assert f"alert {alert}" in panel["description"], panel["title"]
         assert row <= panel["gridPos"]["y"] < row + 8 and panel["type"] == "stat", panel["title"]
         thresholds = next((prop["value"] for override in panel["fieldConfig"]["overrides"]
                            if override["matcher"]["options"] == legend for prop in override["properties"]),

@@ -16,7 +16,7 @@ from conftest import REPO, require_binary
 DEPLOY = REPO / "deploy"
 ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeLakeUnreadable",
           "SpendlakeSnapshotDamaged",
-          "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBillOverlap", "SpendlakeConfigNotLoaded", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+          "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBillOverlap", "SpendlakeOrphanedSources", "SpendlakeConfigNotLoaded", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeBudgetUnmatched",
           "SpendlakeIdleGPUWaste", "SpendlakeFailedReruns", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
