@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 
 import pytest
 import yaml
@@ -154,6 +155,29 @@ def test_a_symbolic_link_planted_for_a_lock_file_is_refused_naming_it_and_the_fi
     (lake.locks / planted).unlink()
     with lake.lock("ingest"):  # the file made again, a lock as before
         pass
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_reader_asking_who_holds_the_lake_opens_no_link_or_fifo_planted_for_the_holder(tmp_path, planted):
+    """`lock_holder` read `<name>.held/holder` following links, where the lock opens it with O_NOFOLLOW:
+    a link planted there had every reader looking for a commit in flight read the file it pointed to
+    (its text named as the holder), and a FIFO held the reader for good. Both read as unwritten ("")."""
+    lake = Lake(tmp_path / "lake")
+    victim = tmp_path / "victim"
+    victim.write_text("secret\n")
+    with lake.lock("ingest"):
+        (lake.locks / "ingest.lock").unlink()  # the folder tells who holds it
+        holder = lake.locks / "ingest.held" / "holder"
+        holder.unlink()
+        holder.symlink_to(victim) if planted == "link" else os.mkfifo(holder)
+        found = []
+        reader = threading.Thread(target=lambda: found.append(lake.lock_holder("ingest")), daemon=True)
+        reader.start()
+        reader.join(10)
+        if reader.is_alive():  # let the blocked reader go before failing
+            os.close(os.open(holder, os.O_WRONLY | os.O_NONBLOCK))
+        assert found == [""]
+    assert victim.read_text() == "secret\n"
 
 
 def test_a_symbolic_link_for_the_ingest_lock_fails_ingest_with_exit_3_naming_it(tmp_path):

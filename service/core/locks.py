@@ -19,6 +19,7 @@ import fcntl
 import os
 import secrets
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -198,11 +199,28 @@ def _not_a_link(path: Path) -> None:
 def _holder_in(held: Path) -> str:
     """The holder named in a held `<name>.held/` folder; "" when not (yet) written there, or removed.
     Read while the folder is locked, so it is the holder's, or a moment after its lock, the previous
-    one's: which a reader takes for the writer of a commit that died, and waits, as for "" ."""
+    one's: which a reader takes for the writer of a commit that died, and waits, as for "" .
+    Opened as the lock opens it, not following a link (in the folder opened so too), and read only
+    when a file, its first line: a link planted there (to a secret, /dev/zero) or a FIFO, which
+    held a reader (`status`, every query looking for a commit in flight) for good, reads as ""."""
     try:
-        return (held / HOLDER).read_text(errors="replace").strip()
+        folder = os.open(held, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return ""
+    try:
+        fd = os.open(HOLDER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return ""
+    finally:
+        os.close(folder)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.pread(fd, 300, 0).decode(errors="replace").partition("\n")[0].strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _held(folder: Path) -> bool:
