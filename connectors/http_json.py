@@ -51,10 +51,12 @@ REDIRECTS = 5  # followed within one attempt, whatever max_attempts is
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
              timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
              status_hints: dict[int, str] | None = None, sign: Callable[[str], dict[str, str]] | None = None,
-             config_path: str = "") -> Any:
+             config_path: str = "", smaller: str | None = None) -> Any:
     """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had, with
     `status_hints`' hint for an HTTP status it names (else `hint`). `config_path` is the source's
-    (`inventory[0]`): its timeout_seconds and max_attempts are named under it."""
+    (`inventory[0]`): its timeout_seconds and max_attempts are named under it. `smaller`: what asks
+    for a smaller answer, told beside raising the timeout when one came too slowly or too large
+    (default: a shorter window, the source's lookback_hours; slurmrestd's OpenAPI document has none)."""
     import urllib3
     from urllib3.util import Retry
 
@@ -66,7 +68,7 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
                    respect_retry_after_header=True)
     joined = "&" if urlsplit(url).query else "?"  # a configured URL's own query (`?tenant=a`) kept
     target = f"{url}{joined}{urlencode(params, quote_via=quote, safe='')}" if params else url
-    limit = _Limit(timeout, where, settings)
+    limit = _Limit(timeout, where, settings, smaller or f"read a shorter window ({settings}lookback_hours)")
     try:
         with bounded(urllib3.PoolManager()) as pool:
             while True:
@@ -113,8 +115,8 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
 class _Limit:
     """An attempt's bound as errors name it: `timeout` seconds, the source's timeout_seconds."""
 
-    def __init__(self, timeout: float, where: str, settings: str):
-        self.timeout, self.where, self.setting = timeout, where, f"{settings}timeout_seconds"
+    def __init__(self, timeout: float, where: str, settings: str, smaller: str):
+        self.timeout, self.where, self.setting, self.smaller = timeout, where, f"{settings}timeout_seconds", smaller
 
     def too_slow(self, size: int) -> SourceError:
         return SourceError(f"the server was too slow: {size} bytes of its answer came in {self.timeout:g} s "
@@ -130,7 +132,7 @@ class _Limit:
 
     @property
     def _hint(self) -> str:
-        return f"raise {self.setting}, or read a shorter window (lookback_hours)"
+        return f"raise {self.setting}, or {self.smaller}"
 
 
 def _follow(pool: Any, url: str, sent: dict[str, str], deadline: float, limit: _Limit, hint: str) -> Any:
@@ -184,7 +186,7 @@ def _read(response: Any, deadline: float, limit: _Limit) -> bytes:
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             raise SourceError(f"the answer is larger than {MAX_BODY_BYTES >> 20} MB", where=limit.where,
-                              hint="read a shorter window (lookback_hours)")
+                              hint=limit.smaller)
 
 
 def _wait(policy: Any, response: Any, limit: _Limit) -> None:

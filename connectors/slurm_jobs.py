@@ -187,7 +187,9 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
             try:
                 spec = get_json(under(base, path), headers=headers, timeout=self.config.timeout_seconds,
                                 attempts=self.config.max_attempts, hint=f"check {self.config_path}.url",
-                                status_hints=self._refused(), config_path=self.config_path)
+                                status_hints=self._refused(), config_path=self.config_path,
+                                smaller=f"set {self.config_path}.api_version (e.g. v0.0.40): slurmrestd's OpenAPI "
+                                        "document, which tells the version, is then not asked for")
             except SourceError as exc:
                 if exc.hint in self._refused().values():
                     raise  # whichever document is asked for, the token is the answer

@@ -221,7 +221,7 @@ def test_a_server_that_takes_the_connection_and_says_nothing_is_too_slow_not_unr
     assert str(raised.value) == (
         f"{url}/api/v1/query_range: the server was too slow: it took the connection, but its answer's status line "
         "and headers had not come in 0.5 s (inventory[1].timeout_seconds), in each of 2 attempts — raise "
-        "inventory[1].timeout_seconds, or read a shorter window (lookback_hours)")
+        "inventory[1].timeout_seconds, or read a shorter window (inventory[1].lookback_hours)")
     assert len(seen) == 2
     with pytest.raises(SourceError) as raised:
         http_json.get_json("http://127.0.0.1:9/", attempts=1, timeout=0.5)

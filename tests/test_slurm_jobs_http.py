@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,6 +32,7 @@ NOW = datetime(2026, 12, 2, 6, tzinfo=timezone.utc)
 CLAIMS = base64.urlsafe_b64encode(json.dumps({"exp": 1, "iat": 0, "sun": "svc-spend"}).encode()).decode().rstrip("=")
 TOKEN = f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{CLAIMS}.c2lnbmF0dXJl"
 ANSWER = (DATA / "slurm" / "slurmrestd-jobs.json").read_bytes()
+SLOW_SECONDS = 1.5
 OPENAPI = json.dumps({"paths": {p: {} for p in ("/slurmdb/v0.0.37/jobs", "/slurmdb/v0.0.38/jobs",
                                                 "/slurmdb/v0.0.38/job/{job_id}", "/slurm/v0.0.39/jobs")}}).encode()
 
@@ -40,10 +42,13 @@ class FakeSlurmrestd(BaseHTTPRequestHandler):
 
     requests: list[tuple[str, dict, dict]]
     plan: list[tuple[int, bytes]]
+    slow: tuple[str, ...] = ()  # paths answered only after SLOW_SECONDS
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         path, query = urlsplit(self.path).path, parse_qs(urlsplit(self.path).query)
         self.requests.append((path, query, dict(self.headers)))
+        if path in self.slow:
+            time.sleep(SLOW_SECONDS)
         if self.headers.get("X-SLURM-USER-TOKEN") and not self.headers.get("X-SLURM-USER-NAME"):
             return self.answer(401, b"Authentication failure")
         if path in ("/openapi/v3", "/openapi"):
@@ -56,7 +61,10 @@ class FakeSlurmrestd(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # a slow answer the client gave up on
+            pass
 
     def log_message(self, *args):
         pass
@@ -103,6 +111,22 @@ def test_a_configured_version_and_user_skip_discovery(tmp_path, slurmrestd, monk
     assert run(tmp_path, url + "/", token_env="SLURM_JWT", api_version="v0.0.38", user_name="root").error is None
     [(path, _, headers)] = server.requests
     assert (path, headers["X-SLURM-USER-NAME"]) == ("/slurmdb/v0.0.38/jobs", "root")
+
+
+@pytest.mark.parametrize("slow, version, lever", [
+    (("/openapi/v3", "/openapi"), None, "set inventory[0].api_version (e.g. v0.0.40)"),
+    (("/slurmdb/v0.0.38/jobs",), "v0.0.38", "read a shorter window (inventory[0].lookback_hours)")])
+def test_a_request_too_slow_names_the_setting_that_makes_its_answer_smaller(tmp_path, slurmrestd, slow, version,
+                                                                           lever):
+    """The OpenAPI document that tells the version is the same whatever the window: a discovery too
+    slow was told to read a shorter window (lookback_hours); it is told to set api_version, so it is
+    not asked for. The jobs' own request names the window, under the source's path."""
+    url, server = slurmrestd
+    server.slow = slow
+    versioned = {"api_version": version} if version else {}
+    error = str(run(tmp_path, url, timeout_seconds=0.3, max_attempts=1, **versioned).error)
+    assert "the server was too slow" in error and f"raise inventory[0].timeout_seconds, or {lever}" in error, error
+    assert ("lookback_hours" in error) == (version is not None)
 
 
 def test_nothing_in_the_window_is_zero_jobs_not_a_failure(tmp_path, slurmrestd, monkeypatch):
