@@ -10,7 +10,9 @@ Three origins (exactly one per source):
   instances' use each at its share of the GPU. The instance id comes from `instance_label`
   (e.g. a relabelled `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
   connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails;
-  each query tried up to `max_attempts` times, as CloudWatch's calls are);
+  each query tried up to `max_attempts` times, as CloudWatch's calls are, all of them, each metric's
+  and each piece's, within `deadline_seconds`: a Prometheus that does not answer held the source
+  max_attempts x timeout_seconds per metric, 7.5 minutes by default, and serve's jobs with it);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
   `InstanceId` dimension, per region; the `index` dimension is the GPU;
@@ -36,6 +38,7 @@ from connectors.aws_sigv4 import Sigv4, check_sigv4, prometheus_access
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from connectors.jobs_base import mig_fraction
+from connectors.http_json import Deadline
 from connectors.prometheus_api import query_range
 from service.core.config import InventorySource
 from service.core.config_base import HttpUrl, exactly_one
@@ -95,6 +98,9 @@ class GpuMetricsSource(InventorySource):
     cloudwatch_metric: str = "nvidia_smi_utilization_gpu"
     lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
     timeout_seconds: float = Field(default=30, gt=0, le=600)
+    deadline_seconds: float = Field(default=300, gt=0, le=3600, description=(
+        "all of the Prometheus queries together, their attempts and the waits between them; an attempt is "
+        "given what is left of it when that is less than timeout_seconds"))
 
     @model_validator(mode="after")
     def _one_origin(self) -> GpuMetricsSource:
@@ -127,13 +133,14 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         rows: list[dict[str, Any]] = []
         covered: set[str] = set()  # instances that already have a more preferred metric
         access = prometheus_access(c.sigv4, c.prometheus_url, self.config_path)
+        deadline = Deadline.after(c.deadline_seconds, f"{self.config_path}.deadline_seconds")
         for metric in c.metrics:
             query = (f"avg by ({c.instance_label}, {c.gpu_label}, {', '.join(MIG_LABELS)}) "
                      f"(avg_over_time({metric}[1h]))")
             result = query_range(c.prometheus_url, query, start + timedelta(hours=1), end, 3600,
                                  timeout=c.timeout_seconds, attempts=c.max_attempts, access=access,
                                  hint=f"check {self.config_path}.prometheus_url and the query",
-                                 config_path=self.config_path)
+                                 config_path=self.config_path, deadline=deadline)
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: set[str] = set()
             unlabelled = 0

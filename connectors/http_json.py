@@ -33,6 +33,7 @@ import base64
 import email.utils
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
@@ -48,15 +49,31 @@ CHUNK_BYTES = 1 << 16
 REDIRECTS = 5  # followed within one attempt, whatever max_attempts is
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """When all of a source's requests, their attempts and the waits between them, must be done by
+    (`at`, time.monotonic()); `seconds` and `setting` as errors name them (`inventory[0].deadline_seconds`)."""
+
+    at: float
+    seconds: float
+    setting: str
+
+    @classmethod
+    def after(cls, seconds: float, setting: str) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds, setting)
+
+
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
              timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
              status_hints: dict[int, str] | None = None, sign: Callable[[str], dict[str, str]] | None = None,
-             config_path: str = "", smaller: str | None = None) -> Any:
+             config_path: str = "", smaller: str | None = None, deadline: Deadline | None = None) -> Any:
     """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had, with
     `status_hints`' hint for an HTTP status it names (else `hint`). `config_path` is the source's
     (`inventory[0]`): its timeout_seconds and max_attempts are named under it. `smaller`: what asks
     for a smaller answer, told beside raising the timeout when one came too slowly or too large
-    (default: a shorter window, the source's lookback_hours; slurmrestd's OpenAPI document has none)."""
+    (default: a shorter window, the source's lookback_hours; slurmrestd's OpenAPI document has none).
+    `deadline`: the source's, over all its requests: an attempt is given what is left of it when that
+    is less than `timeout`, and no attempt or wait starts past it (a SourceError naming its setting)."""
     import urllib3
     from urllib3.util import Retry
 
@@ -68,16 +85,17 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
                    respect_retry_after_header=True)
     joined = "&" if urlsplit(url).query else "?"  # a configured URL's own query (`?tenant=a`) kept
     target = f"{url}{joined}{urlencode(params, quote_via=quote, safe='')}" if params else url
-    limit = _Limit(timeout, where, settings, smaller or f"read a shorter window ({settings}lookback_hours)")
+    limit = _Limit(timeout, where, settings, smaller or f"read a shorter window ({settings}lookback_hours)", deadline)
     try:
         with bounded(urllib3.PoolManager()) as pool:
             while True:
                 sent = {**(headers or {}), **auth, **(sign(target) if sign else {})}
-                deadline = time.monotonic() + timeout
+                ends = limit.attempt_end()
                 try:
-                    response = _follow(pool, target, sent, deadline, limit, hint)
+                    response = _follow(pool, target, sent, ends, limit, hint)
                 except urllib3.exceptions.MaxRetryError as exc:
                     policy = policy.increment("GET", target, error=exc.reason)  # MaxRetryError when spent
+                    limit.may_wait(policy.get_backoff_time())
                     policy.sleep()
                     continue
                 if not policy.is_retry("GET", response.status, bool(response.headers.get("Retry-After"))):
@@ -86,11 +104,11 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
                     policy = policy.increment("GET", target, response=response)
                 except urllib3.exceptions.MaxRetryError:
                     break  # the last answer is the one reported
-                _read(response, deadline, limit)
+                _read(response, ends, limit)
                 response.release_conn()
                 _wait(policy, response, limit)
             try:
-                body = _read(response, deadline, limit)
+                body = _read(response, ends, limit)
             finally:
                 response.release_conn()
     except urllib3.exceptions.MaxRetryError as exc:
@@ -113,18 +131,46 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
 
 
 class _Limit:
-    """An attempt's bound as errors name it: `timeout` seconds, the source's timeout_seconds."""
+    """An attempt's bound as errors name it: `timeout` seconds, the source's timeout_seconds, or what
+    is left of the source's `deadline` when that is sooner (`capped`: the deadline is then what is named)."""
 
-    def __init__(self, timeout: float, where: str, settings: str, smaller: str):
+    def __init__(self, timeout: float, where: str, settings: str, smaller: str, deadline: Deadline | None = None):
         self.timeout, self.where, self.setting, self.smaller = timeout, where, f"{settings}timeout_seconds", smaller
+        self.deadline, self.capped = deadline, False
+
+    def attempt_end(self) -> float:
+        """When the next attempt must be answered by; the deadline's error when it has passed."""
+        now = time.monotonic()
+        ends = now + self.timeout
+        self.capped = self.deadline is not None and self.deadline.at < ends
+        if self.deadline is not None and self.capped:
+            if self.deadline.at <= now:
+                raise self.overdue()
+            ends = self.deadline.at
+        return ends
+
+    def may_wait(self, seconds: float) -> None:
+        """The deadline's error when waiting `seconds` before the next attempt would pass it."""
+        if self.deadline is not None and time.monotonic() + seconds >= self.deadline.at:
+            raise self.overdue()
+
+    def overdue(self) -> SourceError:
+        assert self.deadline is not None
+        return SourceError(f"the source's requests were not all answered within {self.deadline.seconds:g} s "
+                           f"({self.deadline.setting}), retries included", where=self.where,
+                           hint=f"raise {self.deadline.setting}, or {self.smaller}")
 
     def too_slow(self, size: int) -> SourceError:
+        if self.capped:
+            return self.overdue()
         return SourceError(f"the server was too slow: {size} bytes of its answer came in {self.timeout:g} s "
                            f"({self.setting}), and more were still to come", where=self.where, hint=self._hint)
 
     def no_answer(self, attempts: int) -> SourceError:
         """The server took the connection but its status line and headers did not all come in time
         (urllib3's read timeout, or http_deadline's cut): slow, not unreachable."""
+        if self.capped:
+            return self.overdue()
         each = f", in each of {attempts} attempts" if attempts > 1 else ""
         return SourceError(f"the server was too slow: it took the connection, but its answer's status line and "
                            f"headers had not come in {self.timeout:g} s ({self.setting}){each}", where=self.where,
@@ -200,6 +246,7 @@ def _wait(policy: Any, response: Any, limit: _Limit) -> None:
         raise SourceError(f"answered HTTP {response.status} asking to wait {seconds} s{until} before trying again "
                           f"(Retry-After), longer than {limit.setting} ({limit.timeout:g} s)", where=limit.where,
                           hint="run later, when the server takes requests again")
+    limit.may_wait(asked if asked is not None else policy.get_backoff_time())
     policy.sleep(response)
 
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from connectors.aws_sigv4 import Signer
-from connectors.http_json import get_json, under
+from connectors.http_json import Deadline, get_json, under
 from service.core.errors import SourceError
 
 MAX_POINTS = 10_000
@@ -28,10 +28,11 @@ Series = dict[str, Any]  # {"metric": {label: value}, "values": [(unix seconds, 
 
 def query_range(base_url: str, query: str, start: datetime, end: datetime, step_seconds: int, *,
                 timeout: float, attempts: int, hint: str, access: tuple[Signer | None, str],
-                config_path: str = "") -> list[Series]:
+                config_path: str = "", deadline: Deadline | None = None) -> list[Series]:
     """Every series of `query` evaluated at start, start + step, ... <= end (UTC). `access`: the
     source's signer and what to do on a 403 (connectors/aws_sigv4.py `prometheus_access`);
-    `config_path` the source's, under which errors name its timeout_seconds and max_attempts."""
+    `config_path` the source's, under which errors name its timeout_seconds and max_attempts; `deadline`
+    the source's over all its queries (http_json.Deadline), pieces and halves included."""
     sign, denied = access
     url = under(base_url, "/api/v1/query_range")
     merged: dict[tuple[tuple[str, str], ...], Series] = {}
@@ -43,7 +44,7 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
             body = get_json(url, params={"query": query, "start": _unix(first), "end": _unix(last),
                                          "step": step_seconds, "partial_response": "false"},
                             timeout=timeout, attempts=attempts, hint=hint, status_hints={403: denied}, sign=sign,
-                            config_path=config_path)
+                            config_path=config_path, deadline=deadline)
         except SourceError as exc:
             if not any(words in exc.message for words in TOO_MANY_SAMPLES):
                 raise

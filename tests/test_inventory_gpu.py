@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -158,6 +159,31 @@ def test_a_prometheus_query_is_tried_up_to_max_attempts(tmp_path):
                       lookback_hours=2, metrics=["DCGM_FI_PROF_SM_ACTIVE"], max_attempts=2)
     assert f"{url}/api/v1/query_range: answered HTTP 503 after 2 attempts: restarting" in str(outcome.error)
     assert len(asked) == 2
+
+
+@pytest.mark.parametrize("answer", ["503", "silent"])
+def test_the_sources_queries_end_by_its_deadline_retries_included(tmp_path, answer):
+    """A Prometheus restarting (503) or not answering held each of the three metrics' queries
+    max_attempts x timeout_seconds and the backoffs between (5 attempts each here, 35 s for the source;
+    7.5 minutes and more by default, serve's jobs waiting behind it): all of them now end by
+    deadline_seconds, an attempt given what is left of it, none started or waited for past it."""
+    asked: list[float] = []
+
+    def failing(path: str, headers) -> tuple[int, bytes]:
+        asked.append(time.monotonic())
+        if answer == "silent":
+            time.sleep(1.5)  # past the client's timeout: it has gone
+        return 503, b'{"status": "error", "error": "restarting"}'
+
+    with serving(failing) as url:
+        began = time.monotonic()
+        outcome = run(tmp_path, DAY0 + timedelta(hours=2, minutes=10), prometheus_url=url, lookback_hours=2,
+                      timeout_seconds=1, deadline_seconds=2.5)
+        took = time.monotonic() - began
+    assert f"{url}/api/v1/query_range: the source's requests were not all answered within 2.5 s " \
+           "(inventory[0].deadline_seconds), retries included — raise inventory[0].deadline_seconds" in \
+           str(outcome.error), outcome.error
+    assert took < 4 and all(when - began < 2.5 for when in asked), (took, asked)  # none started past it
 
 
 def test_prometheus_answering_with_warnings_is_partial_and_fails(tmp_path):
