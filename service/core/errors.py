@@ -74,6 +74,10 @@ class ReconciliationError(DataError):
     """Attributed totals differ from source totals."""
 
 
+class NotWritableError(SpendlakeError):
+    """A write refused by the file system: this user's permissions, or a mount read-only for all."""
+
+
 class ResourceError(SpendlakeError):
     """The machine ran short, not the data: out of memory, or no disk left for the lake's
     staged files and DuckDB's spill files. The previous data is intact."""
@@ -146,12 +150,12 @@ READ_ONLY_HINT = ("the file system is mounted read-only for every user: mount it
                   "that is), then run the command again; nothing was changed")
 
 
-def not_writable(reason: str, where: str | None, read_only: bool) -> SpendlakeError:
+def not_writable(reason: str, where: str | None, read_only: bool) -> NotWritableError:
     """A write refused: by a file system mounted read-only (no user or owner would do better)
     or by this user's permissions."""
     if read_only:
-        return SpendlakeError(reason, where=where, hint=READ_ONLY_HINT)
-    return SpendlakeError(f"{reason} for this user", where=where, hint=NOT_WRITABLE_HINT)
+        return NotWritableError(reason, where=where, hint=READ_ONLY_HINT)
+    return NotWritableError(f"{reason} for this user", where=where, hint=NOT_WRITABLE_HINT)
 
 
 def os_error(exc: OSError, where: str | None = None, *, done: str | None = None) -> SpendlakeError:

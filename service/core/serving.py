@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from service.core.errors import LakeBusyError, SpendlakeError
+from service.core.errors import LakeBusyError, NotWritableError, SpendlakeError
 from service.core.locks import holder
 
 if TYPE_CHECKING:
@@ -56,6 +56,21 @@ def serving(lake: Lake, config: Config) -> Iterator[None]:
             except OSError as exc:  # read as this process's while it holds the lock: a successor's write replaces it
                 log.warning("could not remove the record of the sources this service served, %s: %s",
                             lake.state_file(STATE), exc)
+
+
+@contextmanager
+def serving_or_reading(lake: Lake, config: Config) -> Iterator[NotWritableError | None]:
+    """`serving`, yielding None; or, on a lake this process may not write (a lake a batch job writes,
+    mounted read-only for the service; its permissions another user's), no lock and no record,
+    yielding why: the service then answers reads only (service/serve/reads_only.py). Such services
+    write nothing, so two of them read one lake side by side, as any readers do, beside its writer."""
+    refused = None
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(serving(lake, config))
+        except NotWritableError as exc:
+            refused = exc
+        yield refused
 
 
 def served_now(lake: Lake) -> Serving | None:

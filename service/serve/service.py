@@ -1,7 +1,7 @@
 """`spendlake serve`: one process per lake running the scheduler and the HTTP server.
 
-Start: take the lake's service lock (a second service refuses, naming the holder's pid),
-bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
+Start: take the lake's service lock (a second service refuses, naming the holder's pid; a lake
+this process may not write is served for reads only, its jobs failing: reads_only.py), bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
 release the lock, return (exit 0). SIGHUP: read the config file again; when it loads, wait
 for running jobs (still answering HTTP), let go of the lake, and start again with it in the same
 process, on the same listening socket when the address is unchanged (a port closed and bound
@@ -35,9 +35,10 @@ from service.core.coverage import last_whole_day
 from service.core.lake import Lake
 from service.core.output import printable
 from service.core.pinned_root import pin_root
-from service.core.serving import serving
+from service.core.serving import serving_or_reading
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
+from service.serve.reads_only import reads_only, reads_only_warning
 from service.report.write import ReportResult, write_report
 from service.serve.scheduler import STATE as JOBS_STATE, ServiceScheduler, Tasks, ToldFailure
 
@@ -311,11 +312,13 @@ class Service:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
         the service to run next, once this one has let go of the lake and the port)."""
         successor = None
-        with serving(self.lake, self.config):  # its sources recorded: status and forget tell them (core/serving.py)
+        # its sources recorded: status and forget tell them; on a lake it may not write, reads only (reads_only.py)
+        with serving_or_reading(self.lake, self.config) as refused:
+            tasks = self.tasks if refused is None else reads_only(self.tasks, self.lake.root, refused)
             registry = CollectorRegistry()
-            job_metrics = JobMetrics(registry, jobs=self.tasks.names())
+            job_metrics = JobMetrics(registry, jobs=tasks.names())
             hours, minutes = (int(p) for p in self.config.service.daily_at.split(":"))
-            scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
+            scheduler = ServiceScheduler(self.lake, job_metrics, tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
             collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good,
@@ -336,6 +339,8 @@ class Service:
                 host, port = server.server_address[:2]
                 host = f"[{host}]" if ":" in host else host
                 announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
+                if refused is not None:
+                    announce(reads_only_warning(self.lake.root, refused))
                 if warning := exposure_warning(server.server_address[0], self.token, self.config.service.metrics_auth):
                     announce(warning)
                 scheduler.start()
@@ -349,9 +354,11 @@ class Service:
                             watch.reloading(successor.config_read)
                     else:
                         watch.check()
-                        collector.keep_last_good()  # here, not in a scrape: /metrics writes nothing
+                        if refused is None:  # here, not in a scrape: /metrics writes nothing
+                            collector.keep_last_good()
                         clock_time.sleep(0.2)
-                collector.keep_last_good(wait=True)  # what the last scrape read, stored before letting go
+                if refused is None:
+                    collector.keep_last_good(wait=True)  # what the last scrape read, stored before letting go
                 announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
                          "waiting for running jobs")
             finally:
