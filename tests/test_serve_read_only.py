@@ -12,7 +12,9 @@ import shutil
 import time
 import urllib.request
 from decimal import Decimal
+from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -37,7 +39,21 @@ def failures(page: str, task: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def test_serve_on_a_lake_it_may_not_write_answers_reads_and_its_jobs_fail_one_line_each(shared_dir):
+def read_only_for_it(lake: Path, how: str) -> tuple[str, ...]:
+    """What runs the service so that `lake` is read-only for it: chmod-ed (as root, run without the
+    capabilities that bypass permissions), or bind-mounted read-only over itself in a mount namespace
+    of its own (the service's volume mounted read-only; the file system says EROFS to every user)."""
+    if how == "chmod":
+        read_only(lake)
+        return (require_binary("setpriv"), f"--bounding-set={BYPASS_PERMISSIONS}", "--") if os.geteuid() == 0 else ()
+    if os.geteuid() != 0:
+        pytest.skip("a read-only bind mount needs root (CAP_SYS_ADMIN)")
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return (require_binary("unshare"), "--mount", "--propagation", "private", "sh", "-c", script, str(lake))
+
+
+@pytest.mark.parametrize("how", ["chmod", "mount"])
+def test_serve_on_a_lake_it_may_not_write_answers_reads_and_its_jobs_fail_one_line_each(shared_dir, how):
     (shared_dir / "export").mkdir()
     shutil.copy(FOCUS, shared_dir / "export" / "part-1.csv")
     lake = shared_dir / "lake"
@@ -51,9 +67,7 @@ def test_serve_on_a_lake_it_may_not_write_answers_reads_and_its_jobs_fail_one_li
                                           "--until", WINDOW["until"], "--format", "json"])
     expected = Decimal(json.loads(attributed.output)["totals"][0]["cost"])
     before = lake_bytes(lake)
-    read_only(lake)
-    without = (require_binary("setpriv"), f"--bounding-set={BYPASS_PERMISSIONS}", "--") if os.geteuid() == 0 else ()
-    proc, url = start_serve(config, prefix=without)
+    proc, url = start_serve(config, prefix=read_only_for_it(lake, how))
     try:
         status, body = get(f"{url}/api/v1/attribute?since={WINDOW['since']}&until={WINDOW['until']}")
         assert status == 200 and Decimal(json.loads(body)["totals"][0]["cost"]) == expected
@@ -71,8 +85,9 @@ def test_serve_on_a_lake_it_may_not_write_answers_reads_and_its_jobs_fail_one_li
         proc.wait(timeout=60)
     output = "".join(proc.output)
     assert proc.returncode == 0 and "Traceback" not in output, output
+    why = "permission denied for this user" if how == "chmod" else "read-only file system"
     assert output.count(f"warning: the lake {lake} is not writable by this service ({lake}/_locks/service.lock: "
-                        "permission denied for this user): serving reads only") == 1, output
+                        f"{why}): serving reads only") == 1, output
     for job in ("ingest", "rules", "verify", "daily"):
         [line] = [line for line in output.splitlines() if f"job {job} failed:" in line]
         assert f"job {job} failed: {lake}: not run: this service cannot write the lake" in line, line
