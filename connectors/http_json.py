@@ -9,6 +9,9 @@ attempt: its redirects' hops together, each hop's status line and headers (conne
 http_deadline.py: urllib3 bounds only each read of them) and its whole answer: a server that
 takes the connection but has not answered by then is said too slow (its attempts retried), as one
 whose answer stops coming is (not retried), and only a connection not had is one it 'cannot reach'.
+A source may set one `Deadline` over all its requests (gpu-metrics' deadline_seconds): no attempt
+or wait between attempts starts past it, and an attempt is given what is left of it when that is
+less than `timeout`. An answer too slow or too large names what asks for a smaller one (`smaller`).
 Errors become a SourceError naming the URL (without its query), the source's settings by their config path
 (`config_path`, e.g. `inventory[0]`) and the next step. Request headers (tokens) never appear
 in an error or a log line: urllib3 logs the method and path only.
