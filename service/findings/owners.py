@@ -33,7 +33,8 @@ def _in_bill(lake: Lake, resource_ids: Sequence[str], snapshot: Snapshot | None 
     log group (log groups are listed by name); ids on no line (a finding's own name: `series:...`,
     `unallocated:team`, `budget:...`) are absent, so attribution is not asked about them."""
     candidates = {rid: bill_ids(rid) for rid in resource_ids}
-    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:  # every line's resource id
+    # the cost lines alone: no inventory table's view (its files' checks), and a damaged one stops no owner
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=("costs",)) as con:
         for name, arn in con.execute(
                 "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
                 "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))",
