@@ -27,8 +27,11 @@ purchase (a subscription or a part with on-demand usage only: the two coincide t
 the type the other files of the delivery holding its billing periods show, so an amortized
 export written in several files is effective cost whole; else the type the export's names say
 (`DailyAmortizedCost/…`, a folder `amortized`, whole words: `named_cost_type`), so its month without a
-commitment line is effective cost as its other months; else it is actual. Set
-`cost_type: actual|amortized` to skip that extra pass.
+commitment line is effective cost as its other months; else it is actual. A delivery of one file
+is judged by its first HEAD_LINES lines when they hold a sign, so it is read once (an amortized
+sign decides, as over the whole file; after an actual start, an amortized export's line fails the
+read: `_guarded`); else its rows are read for their signs in a pass of their own. Set
+`cost_type: actual|amortized` to skip that pass.
 
 The other FOCUS columns, from Azure's own: CommitmentDiscount* from `benefitId`/`benefitName`
 (`ReservationId`/`ReservationName` in older EA files) and `PricingModel` (Used on usage a
@@ -74,6 +77,12 @@ PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "C
 CHARGE_FREQUENCY = {"UsageBased": "Usage-Based", "Recurring": "Recurring", "OneTime": "One-Time"}
 COMMITMENT_TYPE = {"Reservation": "Reservation", "SavingsPlan": "Savings Plan"}
 COMMITMENT_CATEGORY = {"Reservation": "Usage", "SavingsPlan": "Spend"}
+# cost_type auto: a delivery of one file is judged by its first HEAD_LINES lines when they hold a sign of
+# either export, so the file is read once (the whole file was read for its signs, then again for its lines)
+HEAD_LINES = 1 << 16
+AFTER_ACTUAL = ("an amortized cost export's line (unused commitment, or covered usage with a cost) after the "
+                "file's first {lines:,} lines read as an actual export's: two exports in one file? deliver "
+                "each as a file of its own, or set cost_type")
 
 
 def lookup(value_sql: str | None, mapping: dict[str, str], otherwise: str | None = None) -> str | None:
@@ -142,9 +151,11 @@ class AzureCostConnector(FolderExport):
         self._delivery_files: tuple[str, ...] = ()  # the files a file without signs of its cost type looks at
         self._signs: dict[str, dict[str, str] | None] = {}  # _signs_of, by URI, for the delivery being read
         self._amortized: dict[str, bool] = {}  # the cost type decided for each file of the delivery, by URI
+        self._judged_actual_by_head: set[str] = set()  # files their first rows read as actual: see _guarded
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> list:
         self._delivery_files, self._signs, self._amortized = delivery.files, {}, {}
+        self._judged_actual_by_head = set()
         parts = super().read(delivery, con, scratch)
         self._one_cost_type_a_period()
         return parts
@@ -172,8 +183,8 @@ class AzureCostConnector(FolderExport):
             other_dataset(table, uri, self.export_type(uri))
         table.require(COST, DAY, kind=self.kind)
         currency = text(table, *CURRENCY) or self._configured_currency(uri)
-        cost = money(table, *COST)
         amortized = self._amortized[uri] = self._is_amortized(con, table, self.export_type(uri))
+        cost = self._guarded(table, money(table, *COST))
         charge_type = text(table, "ChargeType")
         info = table.col("AdditionalInfo")
         expressions = {
@@ -241,6 +252,14 @@ class AzureCostConnector(FolderExport):
             return self.config.cost_type == "amortized"
         if declared in ("ActualCost", "AmortizedCost"):  # from the export run's manifest.json
             return declared == "AmortizedCost"
+        if self._delivery_files == (table.uri,):  # a file of its own: its first lines may tell, read once
+            head, whole = signs_in(con, table, HEAD_LINES)
+            if whole:  # they are the file
+                self._signs[table.uri] = head
+            elif head and any(signs != "unknown" for signs in head.values()):
+                if "amortized" not in head.values():  # a later amortized line fails the read
+                    self._judged_actual_by_head.add(table.uri)
+                return "amortized" in head.values()
         own = self._signs_of(con, table)
         if own is None or any(signs != "unknown" for signs in own.values()):
             return own is not None and "amortized" in own.values()
@@ -265,29 +284,60 @@ class AzureCostConnector(FolderExport):
         ChargeType or PricingModel, which tells nothing (pay-as-you-go's, EA's 2019-10-01)."""
         if table.uri in self._signs:
             return self._signs[table.uri]
-        charge_type, pricing_model, cost = table.col("ChargeType"), table.col("PricingModel"), money(table, *COST)
-        found = None
-        if charge_type is not None and pricing_model is not None and cost is not None:
-            committed = f"{pricing_model} IN {COMMITMENTS}"
-            # counted per distinct day and billing period text, each pair's dates parsed once
-            start = table.col("BillingPeriodStartDate") or "CAST(NULL AS VARCHAR)"
-            month = period_times(table, {"BillingPeriodStartDate": "s", "day": "d"})["BillingPeriodStart"]
-            query = (f"SELECT strftime({month}, '%Y-%m'), sum(amortized), sum(actual) FROM ("
-                     f"SELECT {start} AS s, {table.col(*DAY)} AS d, "
-                     f"count(*) FILTER ({charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan') "
-                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} <> 0)) AS amortized, "
-                     f"count(*) FILTER (({charge_type} = 'Purchase' AND {committed} AND {cost} <> 0) "
-                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} = 0)) AS actual "
-                     f"FROM {table.source} GROUP BY ALL) GROUP BY 1")
-            try:
-                rows = con.execute(query).fetchall()
-            except duckdb.Error as exc:
-                raise duckdb_error(exc, "cannot read the file", where=table.uri,
-                                   hint="check that it is a complete, UTF-8 cost details export") from None
-            found = {period: "amortized" if amortized else "actual" if actual else "unknown"
-                     for period, amortized, actual in rows}
+        found, _ = signs_in(con, table)
         self._signs[table.uri] = found
         return found
+
+    def _guarded(self, table: Table, cost: str | None) -> str | None:
+        """The cost's SQL; for a file its first rows read as an actual export, one that fails the
+        read at an amortized export's line after them (the file holds both exports: read whole,
+        it would have been taken as amortized)."""
+        if table.uri not in self._judged_actual_by_head:
+            return cost
+        amortized, _ = sign_conditions(table)
+        line = (f"{table.col('ChargeType')} || ', PricingModel ' || {table.col('PricingModel')} || ', cost ' || "
+                f"CAST({cost} AS VARCHAR)")
+        failed = table.fail("ChargeType", AFTER_ACTUAL.format(lines=HEAD_LINES), line)
+        return f"CASE WHEN {amortized} THEN {failed} ELSE {cost} END"
+
+
+def sign_conditions(table: Table) -> tuple[str, str] | None:
+    """SQL of a line that shows an amortized export (unused commitment rows, or commitment-covered
+    usage carrying a cost) and of one that shows an actual export (a commitment's purchase carrying
+    the money, covered usage costing 0); None for a file without ChargeType or PricingModel."""
+    charge_type, pricing_model, cost = table.col("ChargeType"), table.col("PricingModel"), money(table, *COST)
+    if charge_type is None or pricing_model is None or cost is None:
+        return None
+    committed = f"{pricing_model} IN {COMMITMENTS}"
+    return (f"({charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan') "
+            f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} <> 0))",
+            f"(({charge_type} = 'Purchase' AND {committed} AND {cost} <> 0) "
+            f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} = 0))")
+
+
+def signs_in(con: duckdb.DuckDBPyConnection, table: Table,
+             head: int | None = None) -> tuple[dict[str, str] | None, bool]:
+    """Per billing period of the file's rows (its first `head` rows, default all), which export
+    they show (sign_conditions): `amortized` (amortized wins), `actual`, else `unknown`; and
+    whether those rows are the whole file. None: a file without the columns, which tells nothing."""
+    conditions = sign_conditions(table)
+    if conditions is None:
+        return None, True
+    amortized, actual = conditions
+    rows = table.source if head is None else f"(SELECT * FROM {table.source} LIMIT {head + 1})"
+    # counted per distinct day and billing period text, each pair's dates parsed once
+    start = table.col("BillingPeriodStartDate") or "CAST(NULL AS VARCHAR)"
+    month = period_times(table, {"BillingPeriodStartDate": "s", "day": "d"})["BillingPeriodStart"]
+    query = (f"SELECT strftime({month}, '%Y-%m'), sum(amortized), sum(actual), sum(lines) FROM ("
+             f"SELECT {start} AS s, {table.col(*DAY)} AS d, count(*) FILTER ({amortized}) AS amortized, "
+             f"count(*) FILTER ({actual}) AS actual, count(*) AS lines FROM {rows} GROUP BY ALL) GROUP BY 1")
+    try:
+        found = con.execute(query).fetchall()
+    except duckdb.Error as exc:
+        raise duckdb_error(exc, "cannot read the file", where=table.uri,
+                           hint="check that it is a complete, UTF-8 cost details export") from None
+    return ({period: "amortized" if amortized else "actual" if actual else "unknown"
+             for period, amortized, actual, _ in found}, head is None or sum(r[3] for r in found) <= head)
 
 
 # a name's words: split at separators, digits and a capital after a small letter (DailyAmortizedCost)
