@@ -233,3 +233,23 @@ def test_local_files_add_instance_aggregates(tmp_path):
     ]
     # An aggregate given by the file is kept, not recomputed.
     assert rows(tmp_path, "resource_id = 'i-0eee' AND gpu IS NULL")[0][3] == 55.0
+
+
+def test_a_files_days_are_counted_and_its_data_runs_through_its_latest_hour(tmp_path):
+    """Each day's rows are the count its partition's record holds, and the source's data runs
+    through the end of the latest hour, read from that day's committed file (not by scanning
+    the whole read again for each day); a file of the same rows in another order is read again
+    and stores nothing, its days counted as unchanged."""
+    path = tmp_path / "metrics.csv"
+    lines = [f"i-0aaa,{gpu},2026-11-{day:02d} {hour:02d}:00:00,{10 * gpu + hour}" for day in (20, 21, 22)
+             for hour in ((1, 2, 3) if day < 22 else (0, 7)) for gpu in (0, 1)]
+    path.write_text("resource_id,gpu,hour,util_pct\n" + "\n".join(reversed(lines)) + "\n")
+    now = datetime(2026, 11, 28, tzinfo=timezone.utc)
+    for stored in ("rows", "unchanged"):
+        outcome = run(tmp_path, now, path=str(path))
+        assert outcome.error is None, outcome.error
+        assert getattr(outcome, stored) == {  # each hour's two GPUs and the instance aggregate
+            "gpu_utilization day=2026-11-20": 9, "gpu_utilization day=2026-11-21": 9,
+            "gpu_utilization day=2026-11-22": 6}
+        assert outcome.data_through == datetime(2026, 11, 22, 8, tzinfo=timezone.utc)
+        path.write_text("resource_id,gpu,hour,util_pct\n" + "\n".join(lines) + "\n")

@@ -172,14 +172,15 @@ def _read_and_commit(lake: Lake, con: duckdb.DuckDBPyConnection, connector: Inve
             try:
                 path = lake.commit_snapshot(con, relation, table=table, source=source.name,
                                             key=key, value=value, facts=facts)
-                count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
+                reaches = _data_through(con, table, path, now)
             except duckdb.Error as exc:
                 raise duckdb_error(exc, f"could not write {table}", where=source.config_path,
                                    hint="check the source's data against the table's columns") from None
-            # the same bytes as the snapshot in place are not stored again (commit.unchanged)
-            stored = outcome.rows if read_record(lake.root, path) != before else outcome.unchanged
-            stored[f"{table} {key}={value}"] = int(count)
-            reaches = _data_through(table, relation, now)
+            # the same bytes as the snapshot in place are not stored again (commit.unchanged); its rows are
+            # those its record holds, from the file's footer
+            record = read_record(lake.root, path)
+            stored = outcome.rows if record != before else outcome.unchanged
+            stored[f"{table} {key}={value}"] = int(record["rows"])
             if reaches and (outcome.data_through is None or reaches > outcome.data_through):
                 outcome.data_through = reaches
             written[f"{table} {key}={value}"] = path
@@ -355,12 +356,14 @@ def _sort_key(table: str) -> tuple[str, ...]:
     return tuple(name for name, _ in INVENTORY_TABLES[table])
 
 
-def _data_through(table: str, relation: duckdb.DuckDBPyRelation, now: datetime) -> datetime | None:
+def _data_through(con: duckdb.DuckDBPyConnection, table: str, path: Path, now: datetime) -> datetime | None:
     """A snapshot holds data through the time it was taken; a time series (GPU utilisation,
-    hourly) through the end of its latest hour."""
+    hourly) through the end of its latest hour, read from the partition's file as committed (one
+    day's hours), not from the part's relation: a filter over the whole read, scanned again for
+    each of its days."""
     if INVENTORY_PARTITION[table] == "snapshot_date":
         return now
-    latest = relation.aggregate("max(hour)").fetchall()[0][0]
+    latest = con.execute("SELECT max(hour) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
     return None if latest is None else latest.replace(tzinfo=timezone.utc) + timedelta(hours=1)
 
 
