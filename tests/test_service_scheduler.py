@@ -22,7 +22,7 @@ import service.serve.scheduler as scheduler_module
 from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.serve.metrics import JobMetrics
-from service.serve.scheduler import RETRY_JOB, ServiceScheduler, Tasks, latest_fire_date
+from service.serve.scheduler import RETRY_JOB, ServiceScheduler, Tasks, latest_fire_date, record_daily_run
 from service.serve.service import default_tasks
 
 SIX = daytime(6, 0)
@@ -342,6 +342,35 @@ def test_22_daily_due_and_a_clock_set_back_is_not_a_month_without_reports(tmp_pa
         lake.write_state("jobs", {"daily": {"last_run_date": done}})
     harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
     assert harness.scheduler.daily_due(utc(2026, 11, 30, 7)) is due
+
+
+@pytest.mark.parametrize("now, due", [(utc(2026, 12, 7, 2, 30), False),  # serve started after the demo
+                                      (utc(2026, 12, 7, 6), False),  # the fire whose report the demo wrote
+                                      (utc(2026, 12, 8, 6), True)])
+def test_a_demo_run_before_the_report_time_is_the_next_fires_run_not_a_clock_that_ran_ahead(tmp_path, now, due):
+    """break51b item 3: `spendlake demo` at 02:26 UTC wrote the report of the 6th and recorded it as
+    the run of the 7th (the next 06:00 fire, as the README says); a serve started after it read the
+    later date as a clock that ran ahead, wrote the 5th's report and set the record back to the 6th,
+    and at 06:00 wrote the 6th's again. A record later than the latest fire, finished by now, was
+    made ahead of its fire, not by a clock ahead: nothing is due until the fire after it."""
+    lake = Lake(tmp_path / "lake")
+    record_daily_run(lake, date(2026, 12, 7), utc(2026, 12, 7, 2, 26))  # as the demo records it, at 02:26
+    assert Harness(lake, lambda: now).scheduler.daily_due(now) is due
+
+
+def test_a_run_recorded_by_a_clock_ahead_is_told_by_its_stamp_after_now_and_due_again(tmp_path):
+    """The clock that ran ahead a day stamped its run of the 8th at 07:00 on the 8th; set right on
+    the 7th at 07:00, the 7th's fire is due (as an unstamped record of a later date, test_22)."""
+    lake = Lake(tmp_path / "lake")
+    now = [utc(2026, 12, 8, 7)]
+    harness = Harness(lake, lambda: now[0])
+    harness.scheduler.start()
+    wait_for(lambda: harness.reports)
+    harness.scheduler.shutdown()
+    assert harness.reports == [date(2026, 12, 7)]
+    assert lake.read_state("jobs")["daily"] == {"last_run_date": "2026-12-08", "finished_at": "2026-12-08T07:00:00Z"}
+    now[0] = utc(2026, 12, 7, 7)
+    assert harness.scheduler.daily_due(now[0])
 
 
 def test_a_retry_and_the_next_fire_waiting_together_write_the_date_once(tmp_path):

@@ -81,11 +81,13 @@ def latest_fire_date(now: datetime, daily_at: time) -> date:
     return now.date() if now >= today_fire else now.date() - timedelta(days=1)
 
 
-def record_daily_run(lake: Lake, run_date: date) -> None:
-    """Record the daily run of `run_date` (the report of the day before) as done: a service started
-    while that date's fire is the latest does not run it again (`ServiceScheduler.daily_due`)."""
+def record_daily_run(lake: Lake, run_date: date, finished: datetime | None = None) -> None:
+    """Record the daily run of `run_date` (the report of the day before) as done, `finished` (by
+    default now) by the clock that ran it: a service started while that date's fire is the latest,
+    or an earlier one, does not run it (`ServiceScheduler.daily_due`)."""
     state = lake.read_state(STATE)
-    state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
+    stamp = utc_now_iso() if finished is None else finished.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": stamp}
     lake.write_state(STATE, state)
 
 
@@ -232,7 +234,7 @@ class ServiceScheduler:
         as every state write of this job): a record the disk had no room for fails the run
         (counted, tried again) rather than escaping the job."""
         self.tasks.daily(run_date - timedelta(days=1))
-        record_daily_run(self.lake, run_date)
+        record_daily_run(self.lake, run_date, self.clock())
 
     def _due_date(self) -> date | None:
         """The latest fire's date while its daily run has not been done, else None (logged)."""
@@ -253,11 +255,20 @@ class ServiceScheduler:
                                id=RETRY_JOB, name=RETRY_JOB, replace_existing=True)
 
     def daily_due(self, now: datetime) -> bool:
-        """True when the latest scheduled daily fire has not run to completion yet. A run
-        recorded for a later date than that was made by a clock running ahead: set right, the
-        clock would have no report until it caught up, so the latest fire is due again."""
-        done = self.lake.read_state(STATE).get("daily", {}).get("last_run_date")
-        return done is None or date.fromisoformat(done) != latest_fire_date(now, self.daily_at)
+        """True when the latest scheduled daily fire has not run to completion yet. A run recorded
+        for a later date than that was made before its fire: by `spendlake demo` between midnight
+        and `daily_at`, which records its report as the next fire's run, finished by `now` (the
+        latest fire is not due: its report, older than the demo's, would be written after it, and
+        the next fire's again), or by a clock running ahead, finished after `now` (or unstamped):
+        set right, the clock would have no report until it caught up, so the latest fire is due."""
+        daily = self.lake.read_state(STATE).get("daily", {})
+        if daily.get("last_run_date") is None:
+            return True
+        done, latest = date.fromisoformat(daily["last_run_date"]), latest_fire_date(now, self.daily_at)
+        if done <= latest:
+            return done < latest
+        finished = daily.get("finished_at")
+        return finished is None or iso_seconds(finished) > now.timestamp()
 
     def instrumented(self, job: str, task: Callable[[], None]) -> bool:
         started = clock_time.perf_counter()
