@@ -59,8 +59,8 @@ import importlib
 # the report's or the /metrics tops' (nor the Arrow they need).
 _MODULES = {
     "api": ("attribute", "attribute_queries", "attribute_query", "materialise"),
-    "answer_notes": ("lacking_cost", "outside_the_data", "runs_outside_the_data", "runs_past_the_data",
-                     "with_notes"),
+    "answer_notes": ("lacking_cost", "no_bill_note", "outside_the_data", "runs_outside_the_data",
+                     "runs_past_the_data", "with_notes"),
     "reconciliation": ("Reconciliation", "reconcile"),
     "resources": ("attribute_resources",),
     "result": ("AttributionResult", "AttributionRow", "Contribution"),

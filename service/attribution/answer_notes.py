@@ -21,7 +21,7 @@ from service.attribution.query import AttributionQuery, Naming, cli_option
 from service.attribution.result import AttributionResult
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
-from service.core.coverage import billing_periods, months_touched, periods_text
+from service.core.coverage import billed_orphans, billing_periods, empty_lake_line, months_touched, periods_text
 from service.core.lake import Lake
 from service.core.timewindow import Window, minute_text, month_text
 
@@ -157,3 +157,18 @@ def runs_past_the_data(result: RunsResult) -> str | None:
         return None
     return (f"{result.unreached} (data through {minute_text(result.data_through)} UTC): "
             "a run's hours after it have no cost yet")
+
+
+def no_bill_note(lake: Lake, result: AttributionResult | RunsResult, shown: object = None) -> str | None:
+    """Why an answer shows no cost where the lake holds no bill of the configured sources (it is
+    empty, or holds only the bills of sources the config no longer names: a source renamed whose
+    ingest under its new name failed), and the next step: `spendlake attribute` and `runs` say it
+    on stderr, `/api/v1/attribute` and `/api/v1/runs` first in `notes`, so the API's $0 is not read
+    as no spend. `shown`: the lake as the user named it. None where the lake holds one."""
+    if not result.lake_empty:
+        return None
+    jobs = not isinstance(result, AttributionResult) and bool(result.rows)  # runs of job records, without cost
+    if jobs and not billed_orphans(lake):
+        return (f"the lake at {shown or lake.root} holds no bill: the runs of its job records show no cost until "
+                "`spendlake ingest` stores one")
+    return empty_lake_line(lake, shown, "the runs of its job records show no cost" if jobs else "")

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.output import default_format, emit, empty_lake_line, format_option
+from service.cli.output import default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import cut, to_json
 from service.core.timewindow import fixed_end, minute_text
@@ -197,7 +197,7 @@ def render_check(results, fmt: str | None) -> None:
 @click.pass_obj
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
-    from service.attribution import AttributionQuery, attribute_query, lacking_cost, reconcile, with_notes
+    from service.attribution import AttributionQuery, attribute_query, lacking_cost, no_bill_note, reconcile, with_notes
     from service.core import bill_overlap
     from service.core.coverage import data_end, empty_lake_error
     from service.core.errors import ReconciliationError
@@ -242,8 +242,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
     for note in result.reserved:
         click.echo(f"warning: --where {note}", err=True)
-    if result.lake_empty:
-        click.echo(empty_lake_line(lake, read_from), err=True)
+    if note := no_bill_note(lake, result, read_from):
+        click.echo(note, err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)

@@ -12,11 +12,12 @@ import click
 
 from service.attribution import told_by
 from service.core.config import Config, load_config
+from service.core.coverage import empty_lake_line
 from service.core.errors import SpendlakeError, damaged_lake_file, os_error, resource_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
-from service.cli.output import default_format, emit, empty_lake_line, format_option
+from service.cli.output import default_format, emit, format_option
 from service.cli.params import SingleValueCommand, SingleValueGroup
 from service.core.output import one_line
 from service.core.lake_damage import unnamed_damage

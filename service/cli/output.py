@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 
-from service.core.coverage import empty_lake
 from service.core.output import one_line, printable, to_csv, to_json
 from service.core.units import is_tty
 
@@ -133,10 +132,3 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None
         click.echo(printable(text) if is_tty() else text, nl=False)
     else:
         print_table(rows, columns, **table_options)
-
-
-def empty_lake_line(lake, shown: object = None, nothing: str = "") -> str:
-    """`empty_lake` as one line: what the lake lacks (and what the command therefore cannot
-    do), then the next step."""
-    what, step = empty_lake(lake, shown, nothing)
-    return f"{what}; {step}" if nothing else f"{what}: {step}"

@@ -8,7 +8,7 @@ from decimal import Decimal
 import click
 
 from service.cli.attribute import coverage_line
-from service.cli.output import default_format, emit, empty_lake_line, format_option
+from service.cli.output import default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
 from service.core.output import one_line
@@ -98,18 +98,15 @@ def _why_no_run(result) -> str:
 @click.pass_obj
 def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
-    from service.attribution import RunsQuery, runs, runs_outside_the_data, runs_past_the_data
+    from service.attribution import RunsQuery, no_bill_note, runs, runs_outside_the_data, runs_past_the_data
     from service.core.coverage import data_end
 
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
                             end=None if fixed_end(until) else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
     idle_rules(result.idle_rules)
-    if result.lake_empty and result.rows:
-        click.echo(f"the lake at {obj.config.lake} holds no bill: the runs of its job records show no cost "
-                   "until `spendlake ingest` stores one", err=True)
-    elif result.lake_empty:
-        click.echo(empty_lake_line(obj.lake), err=True)
+    if note := no_bill_note(obj.lake, result, obj.config.lake):
+        click.echo(note, err=True)
     fmt = fmt or default_format()
     if result.story is None or fmt == "json":
         render(result, fmt)

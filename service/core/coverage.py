@@ -19,7 +19,7 @@
   ChargePeriodStart, usage only, as data_through).
 - `last_whole_day(lake)`: the day a report or plan is taken to by default.
 - `empty_lake(lake)`: what to say when the lake holds no bill of the configured sources
-  (`empty_lake_error`: as the error of a command that needs one).
+  (`empty_lake_line`: as one line; `empty_lake_error`: as the error of a command that needs one).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str
     the user named it; `nothing`: what the command therefore cannot do), and the next step. A
     lake holding only the bills of sources the config no longer names (a source renamed) says
     so rather than "empty"."""
-    orphans = [source for source, tables in lake.orphans().items() if "costs" in tables]
+    orphans = billed_orphans(lake)
     where = shown or lake.root
     if orphans:
         what = (f"the lake at {where} holds no bill of the configured sources, only of {', '.join(orphans)}, which "
@@ -221,6 +221,18 @@ def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str
     else:
         what, step = f"the lake at {where} is empty", "run `spendlake ingest`"
     return (f"{what}: {nothing}" if nothing else what), step
+
+
+def billed_orphans(lake: Lake) -> list[str]:
+    """The sources whose bills the lake holds though the config no longer names them."""
+    return [source for source, tables in lake.orphans().items() if "costs" in tables]
+
+
+def empty_lake_line(lake: Lake, shown: object = None, nothing: str = "") -> str:
+    """`empty_lake` as one line: what the lake lacks (and what the command therefore cannot
+    do), then the next step."""
+    what, step = empty_lake(lake, shown, nothing)
+    return f"{what}; {step}" if nothing else f"{what}: {step}"
 
 
 def empty_lake_error(lake: Lake, nothing: str, shown: object = None) -> DataError:

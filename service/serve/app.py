@@ -223,8 +223,10 @@ class Api:
 
 
     def attribute(self, query: Query) -> Response:
-        """The engine and JSON contract of `spendlake attribute --format json`."""
-        from service.attribution import AttributionQuery, api_parameter, attribute_query, with_notes
+        """The engine and JSON contract of `spendlake attribute --format json`; a lake without a bill of
+        the configured sources is said first in `notes`, as the CLI says it on stderr (200: the answer is
+        the CLI's, which exits 0; plans, which the CLI refuses, are a 503)."""
+        from service.attribution import AttributionQuery, api_parameter, attribute_query, no_bill_note, with_notes
 
         parsed = AttributionQuery.parse(
             self.config, since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
@@ -234,19 +236,20 @@ class Api:
             now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         answer = attribute_query(self.lake, self.config, parsed, job_rules=True)  # the job rules on its connection
         result = with_notes(self.lake, self.config, parsed, answer, naming=api_parameter)
-        return json_response(200, result.to_json())
+        return json_response(200, noted(result.to_json(), no_bill_note(self.lake, result)))
 
     def runs(self, query: Query) -> Response:
-        """The engine and JSON contract of `spendlake runs --format json`."""
-        from service.attribution import RunsQuery, api_parameter, runs, runs_outside_the_data, runs_past_the_data
+        """The engine and JSON contract of `spendlake runs --format json`, with the note the CLI says on
+        stderr first in `notes` (a run's story, asked with `run`, keeps its own after it)."""
+        from service.attribution import (RunsQuery, api_parameter, no_bill_note, runs, runs_outside_the_data,
+                                         runs_past_the_data)
 
         parsed = RunsQuery.parse(since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
                                  state=one(query, "state"), top=one(query, "top"), cost=one(query, "cost"),
                                  run=one(query, "run"), now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = runs(self.lake, self.config, parsed)
-        # the note the CLI says on stderr (a run's story, asked with `run`, keeps its own `notes`)
-        note = runs_outside_the_data(self.lake, result) or runs_past_the_data(result)
-        return json_response(200, result.to_json() | ({"notes": [note]} if note else {}))
+        note = no_bill_note(self.lake, result) or runs_outside_the_data(self.lake, result) or runs_past_the_data(result)
+        return json_response(200, noted(result.to_json(), note))
 
     def findings(self, query: Query) -> Response:
         """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
@@ -303,3 +306,8 @@ def flag(query: Query, name: str) -> bool:
     if value not in ("true", "false", "1", "0"):
         raise UsageError(f"{name} must be true or false, not {value!r}", where=name)
     return value in ("true", "1")
+
+
+def noted(body: dict, note: str | None) -> dict:
+    """An answer's JSON with `note` first in its `notes` (those it carries after it)."""
+    return {**body, "notes": [note, *body.get("notes", ())]} if note else body
