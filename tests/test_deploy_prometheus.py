@@ -18,7 +18,8 @@ ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "Sp
           "SpendlakeSnapshotDamaged",
           "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBillOverlap", "SpendlakeOrphanedSources", "SpendlakeConfigNotLoaded", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeBudgetUnmatched",
-          "SpendlakeIdleGPUWaste", "SpendlakeFailedReruns", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
+          "SpendlakeIdleGPUWaste", "SpendlakeFailedReruns", "SpendlakeCommitmentUnused", "SpendlakeCapacityUnused",
+          "SpendlakeStorageWasteCritical", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
 
 
