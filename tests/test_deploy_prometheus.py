@@ -87,6 +87,21 @@ def test_alertmanager_routes_by_team(labels, receiver):
     assert run(amtool, "config", "routes", "test", f"--config.file={config}", *labels.split()).splitlines()[0] == receiver
 
 
+def test_unallocated_spend_goes_to_finops_by_a_route_of_its_own_and_the_demos_teams_by_the_default():
+    """break51b item 5: the demo's largest alert (SpendlakeIdleGPUWaste, team="unallocated") reached
+    finops only by falling through to the default receiver; it is no team's and is routed on purpose.
+    The demo's teams have no route of their own: the default, finops, as the config's comment says."""
+    from connectors.synthetic.org import TEAMS
+
+    amtool = require_binary("amtool")
+    config = str(DEPLOY / "alertmanager" / "alertmanager.yml")
+    routes = yaml.safe_load(Path(config).read_text())["route"]["routes"]
+    assert {"matchers": ['team="unallocated"'], "receiver": "finops"} in routes
+    for team in ("unallocated", *TEAMS):
+        labels = [f"team={team}", "alertname=SpendlakeIdleGPUWaste"]
+        assert run(amtool, "config", "routes", "test", f"--config.file={config}", *labels).splitlines()[0] == "finops"
+
+
 def test_alertmanager_sends_one_digest_per_team():
     route = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())["route"]
     assert route["group_by"] == ["team"] and route["receiver"] == "finops"
