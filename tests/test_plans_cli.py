@@ -584,6 +584,27 @@ def test_a_second_run_registered_within_the_first_plans_storage_retention_ends_t
         assert (first["actual_to_date"], first["status"]) == (870, "over plan"), (project, first)
 
 
+def test_a_window_a_later_plan_cut_with_nothing_spent_names_the_later_plans_start_as_its_end(tmp_path):
+    # session 51: "nothing was spent ... to its planned end and the 5 days' storage it priced, to 2026-11-27" where
+    # plan second's start (the 24th) ended first's window: the note named an end the actual was not counted to.
+    # first: a 48 h run from the 20th with 5 days' storage; nothing on llm-7b before second's run from the 24th
+    from dataclasses import replace
+
+    lake = _priced_lake(tmp_path, {24: "300", 25: "300"})
+    register_plan(lake, replace(plan("first", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
+                                compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70))))
+    register_plan(lake, replace(plan("second", "llm-7b", "600"), start=datetime(2026, 11, 24, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), compute_cost=Span(Decimal(600), Decimal(600))))
+    found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
+    [first] = [row for row in found.rows if row["plan"] == "first"]
+    assert (first["status"], first["actual_to_date"], first["after_end"]) == ("nothing spent in its window", 0, 600)
+    assert ("plan first: nothing was spent on project llm-7b from its start (2026-11-20 00:00 UTC) to where plan "
+            "second starts (2026-11-24 00:00 UTC): its $0 is not a saving, the run did not run in its window."
+            ) in found.notes, found.notes
+    assert not [note for note in found.notes if "2026-11-27" in note], found.notes
+
+
 def test_only_a_later_plan_covering_the_first_plans_scope_ends_its_actual(tmp_path):
     # review50: a later plan of one experiment ended a project-wide plan's actual at its start: the project's other
     # spend from then (e1's storage) was in neither actual, and the note said "from then it is plan second's". e1

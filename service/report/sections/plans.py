@@ -287,9 +287,12 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
         elif status == "nothing spent in its window":
+            # its window as counted: to a later plan's start where one cut it (counted_until), not what it priced
+            to = (f"where plan {later.name} starts ({minute_text(counted)} UTC)" if later else
+                  f"its planned end{_retention(plan)}")
             notes.append(f"plan {plan.name}: nothing was spent on {_scope(plan)} from its start "
-                         f"({minute_text(plan.start)} UTC) to its planned end{_retention(plan)}: its $0 is not a "
-                         "saving, the run did not run in its window.")
+                         f"({minute_text(plan.start)} UTC) to {to}: its $0 is not a saving, the run did not run in "
+                         "its window.")
         if left_out:
             notes.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
                          "its start is left out (currencies are never converted).")
