@@ -76,3 +76,22 @@ def test_the_cluster_chart_draws_by_the_same_rule(tmp_path):
     until = day_start(DAY) + timedelta(days=1)
     table, chart = job_type_days(cfg, lake, Window(until - timedelta(days=30), until), {"p5"})
     assert chart.currency == "USD" and "JPY 15,000 over the same days is left out" in chart.note, chart.note
+
+
+def test_a_charts_note_is_in_report_json_and_summary_md_as_on_the_page(tmp_path):
+    # session 51: the note naming what a chart leaves out (EUR and JPY beside the USD drawn) was on the page only:
+    # report.json and summary.md, read where the page is not, drew the same chart's story without it
+    import json
+
+    from service.report.render import render_files
+
+    lake = lake_in_three_currencies(tmp_path)
+    files = render_files(gather(config(lake), lake, DAY))
+    note = ("The chart draws USD only, the currency most of its rows are in (currencies are never converted): "
+            "EUR 213.00, JPY 150,000 over the same days are left out; daily_spend_by_team.csv has them.")
+    [trend] = [s for s in json.loads(files["report.json"])["sections"] if s["key"] == "trend"]
+    assert trend["chart_notes"] == [{"chart": "Daily spend by team, billed (USD)", "note": note}], trend
+    summary = files["summary.md"].decode()
+    assert "\n\n_Daily spend by team, billed (USD): " + note.replace("_", "\\_") + "_\n" in summary, summary
+    # a section whose charts say nothing more carries no chart_notes
+    assert not [s for s in json.loads(files["report.json"])["sections"] if s["key"] != "trend" and "chart_notes" in s]

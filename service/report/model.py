@@ -89,8 +89,16 @@ class Section:
     available: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "available": self.available, "note": self.note,
+        data = {"key": self.key, "title": self.title, "available": self.available, "note": self.note,
                 "tables": [t.to_json() for t in self.tables]}
+        if notes := self.chart_notes():  # the page says them under each chart; JSON beside the tables, as theirs
+            data["chart_notes"] = [{"chart": title, "note": note} for title, note in notes]
+        return data
+
+    def chart_notes(self) -> list[tuple[str, str]]:
+        """(title, note) of each chart with a note under it (what it leaves out): the page, report.json and
+        summary.md say the same."""
+        return [(chart.title, chart.note) for chart in self.charts if chart.note]
 
 
 @dataclass

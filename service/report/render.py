@@ -174,6 +174,8 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 # of every row: said when all are, or of the shares listed (why one is —)
                 for note in table.notes if table.markdown_whole or column.kind == "percent" else []:
                     lines += ["", f"_{md(note)}_"]  # a paragraph of its own: under a list item it would continue it
+        # what a chart leaves out (another currency's spend), said under it on the page: here with its title
+        lines += [line for title, note in section.chart_notes() for line in ("", f"_{md(title)}: {md(note)}_")]
     return "\n".join(lines).rstrip() + "\n"
 
 
