@@ -36,8 +36,9 @@ def test_the_clusters_section_shows_billed_cost_by_default_and_a_savings_plan_no
     assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(0)}
     assert [(r["cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(80), D(0))]
     assert note.startswith("Billed cost of the clusters' instances, as `spendlake runs`") and ", billed" in chart
-    assert ("Bills holding the clusters' instances have an effective (amortized) cost other than their billed "
-            "(cur 2026-11)" in note and "`report.clusters_cost: effective`" in note), note
+    assert note.endswith(" The clusters' instances' effective (amortized) cost this month is $130.00 where they are "
+                         "billed $80.00 ($50.00 more: a Savings Plan or reservation covers hours billed $0 here); "
+                         "`report.clusters_cost: effective` shows each run its share of the commitment."), note
     # effective, as asked: each run its share of the commitment
     tables, note, chart = section_tables(effective(cfg), lake)
     assert {r["run"]: r["cost"] for r in tables["top_runs"]} == {"r1": D(80), "r2": D(25)}
@@ -51,6 +52,18 @@ def test_billed_on_demand_nodes_say_nothing_of_effective(tmp_path):
     lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
     _, note, _ = section_tables(cfg, lake)
     assert "differs" not in note, note
+
+
+def test_a_bill_whose_other_lines_differ_in_effective_cost_says_nothing_of_the_clusters_effective(tmp_path):
+    # session 51: the note compared whole bills' ledger totals ("Bills holding the clusters' instances have an
+    # effective (amortized) cost other than their billed (cur 2026-11) ... may cover"): a database on a reservation
+    # (billed 0, effective $30) in the bill of the on-demand GPU nodes read as the nodes' commitment
+    lines = [gpu_line("i-a"), {**gpu_line("db-1", cost="0", instance_type="db.r6g.large"), "effective": "30"}]
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
+    lake, cfg = setup(tmp_path, lines, jobs)
+    tables, note, _ = section_tables(cfg, lake)
+    assert [(r["cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(80), D(0))]
+    assert "effective (amortized) cost" not in note and "report.clusters_cost" not in note, note
 
 
 def test_a_month_delivered_without_effective_cost_is_shown_billed_and_said(tmp_path):

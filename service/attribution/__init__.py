@@ -24,6 +24,7 @@ its modules (tests/test_layout.py):
 - `attribute_resources`: each dimension's value on a resource's latest cost line (owners);
 - `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
+  `cluster_totals`: its clusters alone;
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
   clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py; asked: run_query.py,
   answered: run_result.py);
@@ -64,7 +65,7 @@ _MODULES = {
     "reconciliation": ("Reconciliation", "reconcile"),
     "resources": ("attribute_resources",),
     "result": ("AttributionResult", "AttributionRow", "Contribution"),
-    "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_usage"),
+    "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_totals", "cluster_usage"),
     "query": ("AttributionQuery", "api_parameter", "cli_option", "listed_once", "parse_where"),
     "lines": ("direct_daily_lookup",),
     "compute": ("prorate",),

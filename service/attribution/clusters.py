@@ -13,6 +13,8 @@ jobs' parts and idle parts of the cluster's instances; EKS pods count as jobs, t
 
     placed_totals(session, config, window, cost) -> PlacedTotals
         the same per run and per cluster without the per-job rows (the metric tops)
+    cluster_totals(lake, config, window, cost) -> tuple[ClusterCost, ...]
+        its clusters on a session of their own (the report's note on effective cost)
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window
     config = with_clusters(config)
     return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost),
                          Needs(usage_dims(config), (cost,)))
+
+
+def cluster_totals(lake: Lake, config: AttributionConfig | Config, window: Window, *,
+                   cost: str = "billed") -> tuple[ClusterCost, ...]:
+    """`cluster_usage`'s clusters alone, summed in SQL (`placed_totals`): what the clusters' instances
+    cost in `window`, without a row per job."""
+    engine = engine_of(config)
+    config = with_clusters(config)
+    return read_sessions(lake, config, engine, lambda session: () if session is None else placed_totals(
+        session, config, window, cost).clusters, Needs(usage_dims(config), (cost,)))
 
 
 def usage_dims(config: AttributionConfig) -> tuple[str, ...]:

@@ -6,15 +6,15 @@ Every number comes from the allocation that `spendlake attribute`, `spendlake ru
 `cluster_usage` share, in the cost `report.clusters_cost` names: billed by default, as `spendlake
 runs`, the demo's top runs and /metrics' run and cluster figures show it, so a run reads one cost
 wherever it is read. A node on a Savings Plan or reservation is billed 0 for its hours (the
-commitment's fee is its own line, on no run): where a bill holding the clusters' instances this
-month has an effective (amortized) cost other than its billed, the note says so and names
-`report.clusters_cost: effective`, which shows each run its share of the commitment (`spendlake
-runs --cost effective`). Effective is shown billed where a bill holding the clusters' instances
-over the days the section reads (the month, and the chart's last TREND_DAYS days) delivered no
-effective cost (an Azure actual-cost export, which would count as 0), the note naming those bills;
-a bill of other lines (an Azure subscription without GPU nodes) keeps it effective. The report's
-headlines and spend tables are billed (they tie to the invoice). A config without `clusters:` has
-no such section.
+commitment's fee is its own line, on no run): where the clusters' instances' effective (amortized)
+cost this month differs from their billed (their own lines, read at both costs only where a bill
+holding them has two), the note gives both and names `report.clusters_cost: effective`, which
+shows each run its share of the commitment (`spendlake runs --cost effective`). Effective is
+shown billed where a bill holding the clusters' instances over the days the section reads (the
+month, and the chart's last TREND_DAYS days) delivered no effective cost (an Azure actual-cost
+export, which would count as 0), the note naming those bills; a bill of other lines (an Azure
+subscription without GPU nodes) keeps it effective. The report's headlines and spend tables are
+billed (they tie to the invoice). A config without `clusters:` has no such section.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
-from service.attribution import UNFINISHED, RunsQuery, attribute, cluster_usage, lacking_cost, runs
+from service.attribution import (UNFINISHED, ClusterCost, RunsQuery, attribute, cluster_totals, cluster_usage,
+                                 lacking_cost, runs)
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
-from service.core.units import titled
+from service.core.units import cents, shown_money, titled
 from service.report.chart_currency import chart_currency, left_out_note
 from service.report.model import Chart, Column, Section, Table
 from service.report.shares import share_notes, share_pct
@@ -52,7 +53,9 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     if not usage.clusters:
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
     names = {c.cluster for c in usage.clusters}
-    amortized = differing(lake, usage.partitions) if cost == "billed" and not lacking else []
+    # the clusters' own lines at both costs over the month, read only where a bill holding them has two
+    amortized = effective_apart(config, lake, month, usage.clusters) if cost == "billed" and not lacking and \
+        differing(lake, usage.partitions) else ""
     # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
     unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
     del usage
@@ -63,8 +66,7 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
             f"reservation is billed $0 for its hours); placed on jobs by the GPU-seconds they held, what no job held "
             f"is the cluster's idle.") if lacking else COST_NOTES[cost]
     if amortized:
-        note += (f" Bills holding the clusters' instances have an effective (amortized) cost other than their billed "
-                 f"({', '.join(amortized)}): a Savings Plan or reservation may cover nodes billed $0 here; "
+        note += (f" The clusters' instances' effective (amortized) cost this month {amortized}; "
                  f"`report.clusters_cost: effective` shows each run its share of the commitment.")
     return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=note)]
 
@@ -83,6 +85,26 @@ def differing(lake: Lake, partitions: frozenset[tuple[str, str]]) -> list[str]:
     """`source period` of each of these bills whose effective cost differs from its billed in a currency."""
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger() if e.key in partitions
                   and any(t.effective_cost is not None and t.effective_cost != t.billed_cost for t in e.totals))
+
+
+def effective_apart(config: Config, lake: Lake, month: Window, billed: tuple[ClusterCost, ...]) -> str:
+    """Per currency where the clusters' instances' effective cost over `month` differs from their
+    `billed` (cluster_usage's clusters) by a cent or more: 'is $130.00 where they are billed $80.00
+    ($50.00 more: ...)'; '' where none does (a bill's other lines differ, not theirs)."""
+    effective = cluster_totals(lake, config, month, cost="effective")
+    sums: dict[str | None, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
+    for index, clusters in enumerate((billed, effective)):
+        for cluster in clusters:
+            sums[cluster.currency][index] += cluster.cost
+    said = []
+    for currency, (was, now) in sorted(sums.items(), key=lambda kv: kv[0] or ""):
+        if cents(now, currency) == cents(was, currency):
+            continue
+        why = ("a Savings Plan or reservation covers hours billed $0 here" if now > was else
+               "effective cost spreads what they are billed over other lines or months: an upfront fee, a discount")
+        said.append(f"is {shown_money(now, currency)} where they are billed {shown_money(was, currency)} "
+                    f"({shown_money(abs(now - was), currency)} {'more' if now > was else 'less'}: {why})")
+    return "; ".join(said)
 
 
 # which cost the section shows, and how to ask for the other (module docstring)
