@@ -63,7 +63,7 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
     config = ingested_cur(tmp_path)
     before = bills_table(tmp_path, config, "2023-11-13")
     assert not [n for n in before.get("notes", []) if "restated" in n]
-    first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]["ingested_at"]
+    first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
 
     def dearer(header, row):
         cost = header.index("lineItem/UnblendedCost")
@@ -74,9 +74,9 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
     assert Decimal(after["rows"][0]["billed_cost"]) == Decimal(before["rows"][0]["billed_cost"]) + 1
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert [n for n in after["notes"] if "restated" in n] == [
-        f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
-        f"its data still through 2023-11-14 04:00 UTC, it bills $2.68 where the delivery of "
-        f"{first[:16].replace('T', ' ')} UTC billed $1.68 ($1.00 more): the figures above that count its "
+        f"Bill 2023-11 / cur / USD restated: {again(entry)}, "
+        f"its data still through 2023-11-14 04:00 UTC, it bills $2.68 where the delivery "
+        f"{of(first)} billed $1.68 ($1.00 more): the figures above that count its "
         "lines changed with it."]
 
 
@@ -106,10 +106,10 @@ def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert entry["data_through"] > first["data_through"]  # the month grew: taken for growth alone before
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
-        f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
+        f"Bill 2023-11 / cur / USD restated: {again(entry)}, "
         f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for its usage lines of the days "
         "before 2023-11-12 (credits, refunds and taxes apart) it bills "
-        f"${held + 1:.2f} where the delivery of {first['ingested_at'][:16].replace('T', ' ')} UTC, its data through "
+        f"${held + 1:.2f} where the delivery {of(first)}, its data through "
         f"2023-11-14 04:00 UTC, billed ${held:.2f} ($1.00 more, besides the days it adds): the figures above "
         "that count those days changed with it."]
 
@@ -153,6 +153,17 @@ def minute(text: str) -> str:
     return text[:16].replace("T", " ")
 
 
+def again(entry: dict) -> str:
+    """How a note says when a delivery of a local file was delivered: its file's write time (ledger's delivered_at)."""
+    assert entry["delivered_by"] == "files", entry
+    return f"delivered again at {minute(entry['delivered_at'])} UTC (its files' write time)"
+
+
+def of(entry: dict) -> str:
+    assert entry["delivered_by"] == "files", entry
+    return f"of {minute(entry['delivered_at'])} UTC (its files' write time)"
+
+
 def dearer(header, row, later: int | None = None):
     """`row` USD 1.00 dearer; with `later`, a line of November `later` added (the month grown)."""
     cost = header.index("lineItem/UnblendedCost")
@@ -190,9 +201,9 @@ def test_an_estimate_delivered_again_with_its_last_days_filled_in_is_updated_wit
     notes = bills_table(tmp_path, config, "2023-11-13")["notes"]
     assert not [n for n in notes if "restated" in n]
     assert [n for n in notes if "late usage" in n] == [
-        f"Bill 2023-11 / cur / USD updated with late usage: delivered again at {minute(entry['ingested_at'])} UTC, "
-        f"its data still through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate of "
-        f"{minute(first['ingested_at'])} UTC billed $1.68 ($1.00 more), its usage before 2023-11-12 as it was: "
+        f"Bill 2023-11 / cur / USD updated with late usage: {again(entry)}, "
+        f"its data still through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate "
+        f"{of(first)} billed $1.68 ($1.00 more), its usage before 2023-11-12 as it was: "
         f"{LATE}; the figures above that count its lines changed with it."]
 
 
@@ -208,10 +219,10 @@ def test_an_estimate_reaching_further_with_its_last_days_filled_in_is_updated_wi
     notes = bills_table(tmp_path, config, "2023-11-15")["notes"]
     assert not [n for n in notes if "restated" in n]
     assert [n for n in notes if "late usage" in n] == [
-        f"Bill 2023-11 / cur / USD updated with late usage: delivered again at {minute(entry['ingested_at'])} UTC, "
+        f"Bill 2023-11 / cur / USD updated with late usage: {again(entry)}, "
         f"its data now through {minute(entry['data_through'])} UTC, for its usage lines of 2023-11-12 to 2023-11-13 "
         "(credits, refunds and taxes apart) it "
-        f"bills ${late + 1:.2f} where the estimate of {minute(first['ingested_at'])} UTC, its data through "
+        f"bills ${late + 1:.2f} where the estimate {of(first)}, its data through "
         f"2023-11-14 04:00 UTC, billed ${late:.2f} ($1.00 more, besides the days it adds), its usage before "
         f"2023-11-12 as it was: {LATE}; the figures above that count those days changed with it."]
 
@@ -234,7 +245,7 @@ def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_t
     notes = bills_table(tmp_path, config, "2023-11-17")["notes"]
     told = [n for n in notes if "restated" in n or "late usage" in n]
     assert len(told) == 1 and told[0].startswith(
-        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(restated['ingested_at'])} UTC, its data now")
+        f"Bill 2023-11 / cur / USD restated: {again(restated)}, its data now")
 
     invoiced(cur)
     assert spendlake(config, "ingest").exit_code == 0  # the invoice: the same figures, final
@@ -245,14 +256,14 @@ def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_t
     entry = ledger_entry(tmp_path)
     notes = bills_table(tmp_path, config, "2023-11-17")["notes"]
     assert [n for n in notes if "restated" in n] == [  # the estimate's restatement past with the invoice
-        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['replaced']['ingested_at'])} UTC, its "
+        f"Bill 2023-11 / cur / USD restated: {again(entry['replaced'])}, its "
         f"data still through {minute(entry['data_through'])} UTC, it bills "
-        f"${Decimal(entry['replaced']['totals'][0]['billed_cost']):.2f} where the final delivery of "
-        f"{minute(entry['earlier'][0]['ingested_at'])} UTC billed ${Decimal(entry['earlier'][0]['totals'][0]['billed_cost']):.2f} "
+        f"${Decimal(entry['replaced']['totals'][0]['billed_cost']):.2f} where the final delivery "
+        f"{of(entry['earlier'][0])} billed ${Decimal(entry['earlier'][0]['totals'][0]['billed_cost']):.2f} "
         "($1.00 more): the figures above that count its lines changed with it.",
-        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['ingested_at'])} UTC, its data still "
+        f"Bill 2023-11 / cur / USD restated: {again(entry)}, its data still "
         f"through {minute(entry['data_through'])} UTC, it bills ${Decimal(entry['totals'][0]['billed_cost']):.2f} "
-        f"where the final delivery of {minute(entry['replaced']['ingested_at'])} UTC billed "
+        f"where the final delivery {of(entry['replaced'])} billed "
         f"${Decimal(entry['replaced']['totals'][0]['billed_cost']):.2f} ($1.00 more): the figures above that count "
         "its lines changed with it."]
     assert len(entry["earlier"]) == 3  # four deliveries kept: the rest forgotten
@@ -293,8 +304,8 @@ def test_an_estimate_replaced_by_its_invoice_with_its_last_days_filled_in_is_sai
     entry = ledger_entry(tmp_path)
     assert entry["final"]
     assert [n for n in bills_table(tmp_path, config, "2023-11-13")["notes"] if n.startswith("Bill ")] == [
-        f"Bill 2023-11 / cur / USD finalized: delivered again at {minute(entry['ingested_at'])} UTC, its data still "
-        f"through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate of {minute(first['ingested_at'])} UTC "
+        f"Bill 2023-11 / cur / USD finalized: {again(entry)}, its data still "
+        f"through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate {of(first)} "
         "billed $1.68 ($1.00 more), its usage before 2023-11-12 as it was: the invoice's figures replace the "
         "estimate's; the figures above that count its lines changed with it."]
 
@@ -314,14 +325,14 @@ def test_a_currency_a_restated_bill_no_longer_holds_is_said_restated_to_nothing(
     config = tmp_path / "spendlake.yaml"
     config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
     assert spendlake(config, "ingest").exit_code == 0
-    first = ledger_entry(tmp_path)["ingested_at"]
+    first = ledger_entry(tmp_path)
     shutil.copy(CUR, tmp_path / "export" / "cur.csv")
     assert spendlake(config, "ingest").exit_code == 0
     table = bills_table(tmp_path, config, "2023-11-13")
     assert [row["currency"] for row in table["rows"]] == ["USD"]  # the USD bill as it was: not restated
     assert [n for n in table["notes"] if "restated" in n] == [
-        f"Bill 2023-11 / cur / EUR restated: delivered again at {minute(ledger_entry(tmp_path)['ingested_at'])} UTC, "
-        f"its data still through 2023-11-14 04:00 UTC, it bills EUR 0.00 where the delivery of {minute(first)} UTC "
+        f"Bill 2023-11 / cur / EUR restated: {again(ledger_entry(tmp_path))}, "
+        f"its data still through 2023-11-14 04:00 UTC, it bills EUR 0.00 where the delivery {of(first)} "
         "billed EUR 3.50 (EUR 3.50 less): the figures above that count its lines changed with it."]
 
 
@@ -345,9 +356,9 @@ def test_a_credit_on_an_estimate_whose_usage_is_as_it_was_is_said_outside_its_us
     notes = delivered_twice(estimate("2023-11-06T04:00:00Z", "2023-11-06T00:00:00Z", "50", 5),
                             estimate("2023-11-06T12:00:00Z", "2023-11-06T00:00:00Z", "25", 5))
     assert notes == [
-        "Bill 2023-11 / cur / USD restated: delivered again at 2023-11-06 12:00 UTC, its data still through "
+        "Bill 2023-11 / cur / USD restated: delivered again, ingested at 2023-11-06 12:00 UTC, its data still through "
         "2023-11-06 00:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$25.00 where the delivery "
-        "of 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]
+        "ingested at 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]
 
 
 def test_a_credit_delivered_with_a_new_day_is_said_beside_the_days_it_adds():
@@ -356,9 +367,9 @@ def test_a_credit_delivered_with_a_new_day_is_said_beside_the_days_it_adds():
     notes = delivered_twice(estimate("2023-11-06T04:00:00Z", "2023-11-06T00:00:00Z", "50", 5),
                             estimate("2023-11-07T04:00:00Z", "2023-11-07T00:00:00Z", "35", 6))
     assert notes == [
-        "Bill 2023-11 / cur / USD restated: delivered again at 2023-11-07 04:00 UTC, its data now through "
+        "Bill 2023-11 / cur / USD restated: delivered again, ingested at 2023-11-07 04:00 UTC, its data now through "
         "2023-11-07 00:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$25.00 where the delivery "
-        "of 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]
+        "ingested at 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]
 
 
 
@@ -393,9 +404,9 @@ def test_a_refund_of_one_of_an_estimates_last_days_usage_is_said_outside_its_usa
     notes = bills_table(tmp_path, config, "2023-11-05")["notes"]
     assert not [n for n in notes if "late usage" in n]
     assert [n for n in notes if "restated" in n] == [
-        f"Bill 2023-11 / focus / USD restated: delivered again at {minute(entry['ingested_at'])} UTC, its data still "
+        f"Bill 2023-11 / focus / USD restated: {again(entry)}, its data still "
         f"through 2023-11-06 11:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$4.00 where "
-        f"the delivery of {minute(first['ingested_at'])} UTC billed $0.00 ($4.00 less): the figures above that "
+        f"the delivery {of(first)} billed $0.00 ($4.00 less): the figures above that "
         "count its lines changed with it."]
 
 
@@ -410,9 +421,9 @@ def test_a_replaced_delivery_recorded_before_ends_were_bounded_is_told_through_i
     notes = restated_notes([LedgerEntry("cur", "2023-11", "d2", 51, new[2], False, new[0], data_through=new[1],
                                         replaced=before, days=new[3])])
     assert notes == [
-        "Bill 2023-11 / cur / USD updated with late usage: delivered again at 2023-11-08 04:00 UTC, its data now "
+        "Bill 2023-11 / cur / USD updated with late usage: delivered again, ingested at 2023-11-08 04:00 UTC, its data now "
         "through 2023-11-08 00:00 UTC, for its usage lines of 2023-11-05 to 2023-11-06 (credits, refunds and taxes "
         "apart) it bills $20.00 where the estimate "
-        "of 2023-11-06 04:00 UTC, its data through 2023-11-07 04:00 UTC, billed $10.00 ($10.00 more, besides the days "
+        "ingested at 2023-11-06 04:00 UTC, its data through 2023-11-07 04:00 UTC, billed $10.00 ($10.00 more, besides the days "
         "it adds), its usage before 2023-11-05 as it was: an estimated bill's last days grow as the cloud meters late "
         "usage, until its invoice; the figures above that count those days changed with it."]

@@ -10,8 +10,8 @@ from decimal import Decimal
 
 from service.core.ledger import DAYS_VERSION, CurrencyTotals, LedgerEntry, Replaced
 from service.report.sections.restated import restated_notes
-from test_report_restated import (bills_table, dearer, focus_month, ingested_cur, ledger_entry, minute, rewrite,
-                                  spendlake)
+from test_report_restated import (again, bills_table, dearer, focus_month, ingested_cur, ledger_entry, minute,
+                                  rewrite, spendlake)
 
 
 def test_a_delivery_replacing_an_entry_written_before_day_sums_still_tells_the_days_it_restated(tmp_path):
@@ -25,8 +25,8 @@ def test_a_delivery_replacing_an_entry_written_before_day_sums_still_tells_the_d
     data = json.loads(ledger.read_text())
     first = json.loads(ledger.read_text())["entries"][0]
     held = sum(Decimal(billed) for day, (billed, _) in first["days"]["USD"].items() if day < "2023-11-12")
-    for entry in data["entries"]:  # as written before 2026-12
-        del entry["days"], entry["data_from"]
+    for entry in data["entries"]:  # as written before 2026-12 (and before delivery times, session 51)
+        del entry["days"], entry["data_from"], entry["delivered_at"], entry["delivered_by"]
     ledger.write_text(json.dumps(data))
 
     rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
@@ -34,10 +34,10 @@ def test_a_delivery_replacing_an_entry_written_before_day_sums_still_tells_the_d
     entry = json.loads(ledger.read_text())["entries"][0]
     assert entry["replaced"]["days"] == first["days"]
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
-        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['ingested_at'])} UTC, its data now "
+        f"Bill 2023-11 / cur / USD restated: {again(entry)}, its data now "
         f"through {minute(entry['data_through'])} UTC, for its usage lines of the days before 2023-11-12 (credits, "
         "refunds and taxes apart) it bills "
-        f"${held + 1:.2f} where the delivery of {minute(first['ingested_at'])} UTC, its data through "
+        f"${held + 1:.2f} where the delivery ingested at {minute(first['ingested_at'])} UTC, its data through "
         f"2023-11-14 04:00 UTC, billed ${held:.2f} ($1.00 more, besides the days it adds): the figures above "
         "that count those days changed with it."]
 

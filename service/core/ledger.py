@@ -72,6 +72,8 @@ class Replaced:
     days: DaySums | None = None
     days_version: int = DAYS_VERSION
     data_through_bounded: bool = True  # as LedgerEntry's
+    delivered_at: str | None = None  # as LedgerEntry's
+    delivered_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,11 @@ class LedgerEntry:
     # Its lines' totals per billing account (AccountTotals, sorted); None in ledgers before 2026-12-06
     # (session 48): such an entry's accounts are not known until its period is committed again.
     accounts: tuple[AccountTotals, ...] | None = None
+    # When the cloud delivered it (ISO UTC), as its source tells it, and by what (DELIVERED_BY): an
+    # export's execution id's time, else its files' latest write time as listed (S3 LastModified, a
+    # local file's mtime); None: not told (ledgers before session 51, a source listing no times).
+    delivered_at: str | None = None
+    delivered_by: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -132,6 +139,10 @@ class LedgerEntry:
         actual-cost export has no amortized cost, an amortized one no billed cost. Queries of
         that cost count its lines as 0, which is no spend only if this is said."""
         return bool(self.totals) and all(getattr(t, f"{cost}_cost") is None for t in self.totals)
+
+# What told a delivery's time (LedgerEntry.delivered_by): its export's execution id, which AWS Data
+# Exports (CUR 2.0, FOCUS) begin with the time of the export's run; its files' latest write time.
+DELIVERED_BY = ("execution id", "files")
 
 # The deliveries of a period an entry keeps, `replaced` and `earlier`: a final bill's later changes
 # (AWS's refunds, credits and support fees after the invoice) stay told from the invoice's figures;
@@ -153,7 +164,8 @@ def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) 
             return replace(entry, replaced=prior.replaced, earlier=prior.earlier)
         older = ((prior.replaced,) if prior.replaced else ()) + prior.earlier
         return replace(entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals,
-                                                prior.days, prior.days_version, prior.data_through_bounded),
+                                                prior.days, prior.days_version, prior.data_through_bounded,
+                                                prior.delivered_at, prior.delivered_by),
                        earlier=older[:KEPT_REPLACED - 1])
     return [entry if (prior := before.get(entry.key)) is None else kept(entry, prior) for entry in new]
 

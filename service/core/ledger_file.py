@@ -12,7 +12,7 @@ from dataclasses import asdict, fields, replace
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, TypeAdapter, model_validator
 
@@ -39,7 +39,7 @@ def entry_json(entry: LedgerEntry) -> dict:
         del data["earlier"]
     if entry.accounts is not None:
         data["accounts"] = [_account_json(a) for a in entry.accounts]
-    for key in ("days", "data_from", "mtime_ns", "accounts"):
+    for key in ("days", "data_from", "mtime_ns", "accounts", "delivered_at", "delivered_by"):
         if getattr(entry, key) is None:
             del data[key]
     if entry.days is None:
@@ -89,12 +89,16 @@ def _replaced_json(old: Replaced) -> dict:
     data = {**asdict(old), "totals": _totals_json(old.totals), "days": _days_json(old.days)}
     if old.days is None:
         del data["days"], data["days_version"]
+    for key in ("delivered_at", "delivered_by"):
+        if data[key] is None:
+            del data[key]
     return data
 
 
 def _replaced(data: dict) -> Replaced:
     return Replaced(data["ingested_at"], data.get("data_through"), data["final"], _totals(data["totals"]),
-                    _days(data.get("days")), data.get("days_version", 1), data.get("data_through_bounded", False))
+                    _days(data.get("days")), data.get("days_version", 1), data.get("data_through_bounded", False),
+                    data.get("delivered_at"), data.get("delivered_by"))
 
 
 def _totals_json(totals: tuple[CurrencyTotals, ...]) -> list[dict]:
@@ -196,6 +200,8 @@ class _ReplacedShape(Open):
     days: DaysShape | None = None
     days_version: StrictInt = Field(default=1, ge=1)
     data_through_bounded: StrictBool = False
+    delivered_at: UtcText | None = None
+    delivered_by: Literal["execution id", "files"] | None = None  # DELIVERED_BY
 
 
 def _partition_value(text: str) -> str:
@@ -230,6 +236,8 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     data_from: UtcText | None = None
     days_version: StrictInt = Field(default=1, ge=1)
     accounts: list[_AccountShape] | None = None
+    delivered_at: UtcText | None = None
+    delivered_by: Literal["execution id", "files"] | None = None  # DELIVERED_BY
 
 
 class _LedgerShape(Open):

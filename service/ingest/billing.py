@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import duckdb
 
@@ -31,6 +31,7 @@ from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
 from service.ingest import periods, shared
+from service.ingest.delivered import delivered
 from service.ingest.freshness import record_refused, record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 
@@ -320,6 +321,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
                     final_when=connector.final_when, reader_version=connector.reader_version))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 raise connector.locate(error, con) from None
+            staged = replace(staged, entries=[delivered(entry, connector) for entry in staged.entries])
         changed = _changed_while_read(versions)
         if changed:
             discard_costs([staged])

@@ -7,7 +7,9 @@ said for the latest delivery only; a change of days well before its data's end (
 a bill whose replaced delivery was final (the invoice's figures changed: a refund, a credit, a
 support fee after the month closed), is a restatement, said for every change the ledger keeps
 (`replaced`, `earlier`), oldest first, so a copy tied out to any of them is seen to be stale; once
-the invoice is in, the estimate's changes before it are not said again.
+the invoice is in, the estimate's changes before it are not said again. A delivery's time is the one
+its source tells (LedgerEntry.delivered_at: its export's execution id, else its files' write time),
+and which it is; one recorded before those were is said by when it was ingested.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def restated_notes(entries: list[LedgerEntry]) -> list[str]:
             continue
         chain = [capped(entry, delivery) for delivery in (
             Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days,
-                     entry.days_version, entry.data_through_bounded), entry.replaced, *entry.earlier)]
+                     entry.days_version, entry.data_through_bounded, entry.delivered_at, entry.delivered_by),
+            entry.replaced, *entry.earlier)]
         # once the invoice is in (the oldest final delivery), the estimate's changes before it are past
         invoice = max((i for i, delivery in enumerate(chain) if delivery.final), default=len(chain))
         for new, old in reversed(list(zip(chain, chain[1:]))[:invoice + 1]):
@@ -165,6 +168,25 @@ def at(moment: str) -> str:
     return f"{minute_text(parse_utc(moment))} UTC"
 
 
+# what told a delivery's time (LedgerEntry.delivered_by; service/ingest/delivered.py), as a note says it
+TOLD_BY = {"execution id": "its export's execution time", "files": "its files' write time"}
+
+
+def again(delivery: Replaced) -> str:
+    """'delivered again at … UTC (its files' write time)', as its source told it; where it told none
+    (a ledger before session 51), when spendlake ingested it, said so."""
+    if delivery.delivered_at:
+        return f"delivered again at {at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})"
+    return f"delivered again, ingested at {at(delivery.ingested_at)}"
+
+
+def of(delivery: Replaced) -> str:
+    """'of … UTC (its export's execution time)', or 'ingested at … UTC': the delivery a note compares with."""
+    if delivery.delivered_at:
+        return f"of {at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})"
+    return f"ingested at {at(delivery.ingested_at)}"
+
+
 # what a bill's day sums leave out (the ledger sums a day's usage lines, corrections apart): the
 # invoice nets them, so the note names them beside its figures
 APART = " (credits, refunds and taxes apart)"
@@ -180,7 +202,7 @@ def difference(totals: CurrencyTotals, now: Decimal, was: Decimal) -> str:
 
 def head(entry: LedgerEntry, totals: CurrencyTotals, what: str, new: Replaced) -> str:
     return (f"Bill {entry.billing_period} / {entry.source} / {currency_text(totals.currency)} {what}: "
-            f"delivered again at {at(new.ingested_at)}")
+            f"{again(new)}")
 
 
 def whole_bill_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
@@ -200,10 +222,10 @@ def outside_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: C
 
 def restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
              now: Decimal, was: Decimal, lead: str, *, final: bool) -> str:
-    """'Bill … restated: delivered again at …{lead} bills X where the delivery of … billed Y (Z more)'."""
+    """'Bill … restated: delivered again at … (…){lead} bills X where the delivery of … (…) billed Y (Z more)'."""
     verb, had = verbs(index)
     return (f"{head(entry, totals, 'restated', new)}{lead} {verb} {shown_money(now, totals.currency)} where the "
-            f"{'final ' if final else ''}delivery of {at(old.ingested_at)} {had} {shown_money(was, totals.currency)} "
+            f"{'final ' if final else ''}delivery {of(old)} {had} {shown_money(was, totals.currency)} "
             f"({difference(totals, now, was)}): the figures above that count its lines changed with it.")
 
 
@@ -214,7 +236,7 @@ def days_restated(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, to
     verb, had = verbs(index)
     return (f"{head(entry, totals, 'restated', new)}, its data now through {at(new.data_through)}, for its usage "
             f"lines of the days before {cut}{APART} it {verb} {shown_money(now, totals.currency)} where the "
-            f"delivery of {at(old.ingested_at)}, its data through {at(old.data_through)}, {had} "
+            f"delivery {of(old)}, its data through {at(old.data_through)}, {had} "
             f"{shown_money(was, totals.currency)} "
             f"({difference(totals, now, was)}, besides the days it adds): the figures above that count those days "
             "changed with it.")
@@ -231,11 +253,11 @@ def late_usage(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, total
     if old.data_through and new.data_through and parse_utc(new.data_through) > parse_utc(old.data_through):
         last = (parse_utc(old.data_through).date() - timedelta(days=1)).isoformat()
         return (f"{head(entry, totals, what, new)}, its data now through {at(new.data_through)}, for its usage lines "
-                f"of {cut} to {last}{APART} it {verb} {shown_money(now, totals.currency)} where the estimate of "
-                f"{at(old.ingested_at)}, its data through {at(old.data_through)}, {had} "
+                f"of {cut} to {last}{APART} it {verb} {shown_money(now, totals.currency)} where the estimate "
+                f"{of(old)}, its data through {at(old.data_through)}, {had} "
                 f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}, besides the days it adds), its "
                 f"usage before {cut} as it was: {why}; the figures above that count those days changed with it.")
     return (f"{head(entry, totals, what, new)}, its data still through {at(new.data_through)}, it {verb} "
-            f"{shown_money(now, totals.currency)} where the estimate of {at(old.ingested_at)} {had} "
+            f"{shown_money(now, totals.currency)} where the estimate {of(old)} {had} "
             f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}), its usage before {cut} as it was: "
             f"{why}; the figures above that count its lines changed with it.")
