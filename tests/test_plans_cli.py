@@ -488,9 +488,9 @@ def test_spend_after_what_a_plan_prices_is_after_end_and_a_window_passed_with_no
 
 def test_plans_on_one_project_spelt_in_two_cases_are_said_to_count_the_same_spend():
     # review49: the actuals match projects and experiments ignoring case; the overlap note compared them as typed
-    from service.report.sections.plans import _overlaps
+    from service.report.plan_windows import overlaps
 
-    said = _overlaps([plan("upper", "Llama-405b", "5000", experiment="Base"), plan("lower", "llama-405b", "5000"),
+    said = overlaps([plan("upper", "Llama-405b", "5000", experiment="Base"), plan("lower", "llama-405b", "5000"),
                       plan("base", "llama-405b", "5000", experiment="base")])
     assert [sentence.split(" cover ")[0] for sentence in said] == [
         "plans upper and lower", "plans upper and base", "plans lower and base"], said

@@ -12,7 +12,7 @@ every source with data after its start does: nothing tells where its spend will 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -20,7 +20,6 @@ from decimal import Decimal
 
 from service.attribution import HELD_TABLES, AttributionResult, attribute, run_costs_lookup
 from service.core.config import Config
-from service.core.folding import folded
 from service.core.coverage import data_begins, empty_lake_error, snapshot_data_through
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
@@ -31,6 +30,7 @@ from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
 from service.report.plan_failures import failures_note, plan_failures, plan_runs
 from service.report.plan_later_runs import later_runs, later_runs_note
+from service.report.plan_windows import counted_until, overlaps, priced_until
 from service.report.model import Chart, Column, Section, Table
 
 CENT = Decimal("0.01")
@@ -121,29 +121,6 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
     return _section(config, lake, day, lake.snapshot(HELD_TABLES))[0]
 
 
-def priced_until(plan: Plan) -> datetime:
-    """The end of what the plan prices (planned_spend's): its run's end and the retention its
-    storage is paid for. Its actual counts to then (or to a later plan's start: counted_until), so
-    a plan spent as planned, its storage kept the days it priced, reads on plan (the actual stopped
-    at the run's end: under plan, the storage it priced "kept spending")."""
-    return plan.end + timedelta(days=plan.retention_days)
-
-
-def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | None]:
-    """Where the plan's actual ends, and the plan ending it: what it prices (`priced_until`), or
-    the start of the first later plan whose scope covers its own (`_covers`) starting at or after
-    its run's end while it pays for storage: a second run of the project within the retention,
-    whose actual counts the spend from then, where the first plan's counted it too, its compute
-    read as the first run's (over plan). Its storage kept after then is in the later plan's actual;
-    a later run not registered stays in this plan's, and so does one of a narrower scope (an
-    experiment of a project-wide plan: the rest of the project's spend is in no later actual; both
-    count that experiment's, and _overlaps says so)."""
-    later = [other for other in plans if other is not plan and _covers(other, plan)
-             and plan.end <= other.start < priced_until(plan)]
-    first = min(later, key=lambda other: (other.start, other.name), default=None)
-    return (priced_until(plan), None) if first is None else (first.start, first)
-
-
 def _after_end(config: Config, lake: Lake, plan: Plan, since: datetime, until: datetime,
                snapshot: Snapshot) -> dict[date, Decimal]:
     """The plan's project's (and experiment's) USD spend per day from where its actual ends
@@ -155,36 +132,6 @@ def _after_end(config: Config, lake: Lake, plan: Plan, since: datetime, until: d
         if row.currency == "USD":
             daily[row.period] += row.cost
     return dict(daily)
-
-
-def _overlaps(plans: list[Plan]) -> list[str]:
-    """A sentence for each two plans whose scopes and counted windows (from the start to
-    counted_until: a narrower later plan within one's storage retention too) overlap: both actuals
-    count that spend."""
-    said = []
-    for i, one in enumerate(plans):
-        for other in plans[i + 1:]:
-            since = max(one.start, other.start)
-            until = min(counted_until(one, plans)[0], counted_until(other, plans)[0])
-            experiments = {one.experiment, other.experiment} - {None}
-            if _same_scope(one, other) and since < until:
-                said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
-                            f"{', experiment ' + sorted(experiments)[0] if experiments else ''} from {minute_text(since)} "
-                            f"to {minute_text(until)} UTC): each one's actual counts it.")
-    return said
-
-
-def _covers(wide: Plan, plan: Plan) -> bool:
-    """Whether all of the plan's spend is in `wide`'s scope: one project (in any case), and `wide`
-    the whole project's or the plan's experiment."""
-    return folded(wide.project) == folded(plan.project) and (
-        wide.experiment is None or plan.experiment is not None and folded(wide.experiment) == folded(plan.experiment))
-
-
-def _same_scope(one: Plan, other: Plan) -> bool:
-    """Whether some spend is in both plans' scopes: one project (in any case), and one experiment or the whole project."""
-    experiments = {folded(e) for e in (one.experiment, other.experiment) if e is not None}
-    return folded(one.project) == folded(other.project) and len(experiments) <= 1
 
 
 def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime | None], actual: Decimal,
@@ -311,7 +258,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends, counted, spent_after or {}))
-    notes += _overlaps(plans)
+    notes += overlaps(plans)
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
         whose = (f"billing source {source}'s data ends at {minute_text(ends)} UTC, the earliest of the sources "
