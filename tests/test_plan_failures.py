@@ -184,18 +184,26 @@ def test_a_later_run_not_registered_that_a_plans_actual_counts_after_its_runs_en
     register_plan(lake, plan)
     found = plans_as_of(cfg, lake, DAY)
     [row] = found.rows
-    # r1's $40 and $13.33 (to its end and after), r2's $80 (the idle 20 minutes: no one's)
-    assert row["actual_to_date"].quantize(D("0.01")) == D("133.33")
-    assert ("plan llm-r1's actual counts run r2 (USD 80.00, from 2026-11-02 11:00 UTC), begun after its run's end "
-            "(2026-11-02 10:45 UTC) while it pays for storage: a later run? Register it (`spendlake estimate ... "
-            "--register NAME --project llm --experiment e1 --start DAY`: its scope, or the whole project's) and this "
-            "plan's actual ends where it starts.") in found.notes, found.notes
+    # r1's $40 and $13.33 (to its end and after); r2's $80 (the idle 20 minutes: no one's) set apart (session 51:
+    # the actual counted it, $133.33, over plan, where the note named it a later run)
+    assert (row["actual_to_date"].quantize(D("0.01")), row["later_runs"]) == (D("53.33"), D(80)), row
+    assert ("plan llm-r1's actual leaves out run r2 (USD 80.00, from 2026-11-02 11:00 UTC), begun after its run's "
+            "end (2026-11-02 10:45 UTC) while it pays for storage: a later run not registered, USD 80.00 in no plan's "
+            "actual (later_runs). Register it (`spendlake estimate ... --register NAME --project llm --experiment e1 "
+            "--start DAY`: its scope, or the whole project's) to set it against a plan of its own.") in found.notes, \
+        found.notes
+    # its chart's actual leaves it out too: $53.33 on the 2nd
+    from service.report.sections.plans import plans_section
+    [chart] = plans_section(cfg, lake, DAY).charts
+    assert [None if v is None else v.quantize(D("0.01")) for v in chart.series["actual"]] == [D("53.33"), None], (
+        chart.categories, chart.series)
     # registered, r2 is the later plan's, and the first plan's actual ends at its start
     register_plan(lake, replace(plan, name="llm-r2", start=datetime(2026, 11, 2, 11, tzinfo=timezone.utc)))
     found = plans_as_of(cfg, lake, DAY)
     assert {row["plan"]: row["actual_to_date"].quantize(D("0.01")) for row in found.rows} == {
         "llm-r1": D("53.33"), "llm-r2": D("80.00")}, found.rows
-    assert not [note for note in found.notes if "a later run?" in note], found.notes
+    assert not [note for note in found.notes if "later run not registered" in note], found.notes
+    assert [row["later_runs"] for row in found.rows] == [None, None]
 
 
 def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_named_are_the_costliest_three():
@@ -205,21 +213,22 @@ def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_
     from datetime import datetime, timezone
     from service.planning.estimate import Span
     from service.planning.plans import Plan
-    from service.report.plan_later_runs import later_runs_note
+    from service.report.plan_later_runs import judged, later_runs_note
 
     plan = Plan(name="p", project="llm", experiment=None, start=datetime(2026, 11, 1, tzinfo=timezone.utc),
                 run_hours=Span(D(24), D(24)), retention_days=30, compute_cost=Span(D(100), D(100)),
                 storage_cost=Span(D(0), D(0)), inputs={})
     at = datetime(2026, 11, 5, 9)
     small = [(f"4153{i}", at, D("9.99")) for i in range(5)]  # 9.99 of 1,000: under 1%
-    assert later_runs_note(plan, small, D(1000)) is None
+    assert not judged(small, D(1000))
     big = [("r2", at, D(400)), ("r3", at, D(300)), ("r4", at, D(200)), ("r5", at, D(100))]
-    assert later_runs_note(plan, big + small, D(1000)) == (
-        "plan p's actual counts run r2 (USD 400.00, from 2026-11-05 09:00 UTC), run r3 (USD 300.00, from 2026-11-05 "
-        "09:00 UTC), run r4 (USD 200.00, from 2026-11-05 09:00 UTC) and 6 more runs (USD 149.95), begun after its "
-        "run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run? Register it (`spendlake estimate "
-        "... --register NAME --project llm --start DAY`: its scope, or the whole project's) and this plan's actual ends "
-        "where it starts.")
+    assert judged(big + small, D(1000))
+    assert later_runs_note(plan, big + small, D(1000), D("1049.95")) == (
+        "plan p's actual leaves out run r2 (USD 400.00, from 2026-11-05 09:00 UTC), run r3 (USD 300.00, from "
+        "2026-11-05 09:00 UTC), run r4 (USD 200.00, from 2026-11-05 09:00 UTC) and 6 more runs (USD 149.95), begun "
+        "after its run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run not registered, USD "
+        "1,049.95 in no plan's actual (later_runs). Register it (`spendlake estimate ... --register NAME --project llm "
+        "--start DAY`: its scope, or the whole project's) to set it against a plan of its own.")
 
 
 def test_later_runs_each_small_but_together_a_twentieth_of_the_plans_actual_are_named_the_costliest_three():
@@ -229,18 +238,20 @@ def test_later_runs_each_small_but_together_a_twentieth_of_the_plans_actual_are_
     from datetime import datetime, timezone
     from service.planning.estimate import Span
     from service.planning.plans import Plan
-    from service.report.plan_later_runs import later_runs_note
+    from service.report.plan_later_runs import judged, later_runs_note
 
     plan = Plan(name="p", project="llm", experiment=None, start=datetime(2026, 11, 1, tzinfo=timezone.utc),
                 run_hours=Span(D(24), D(24)), retention_days=30, compute_cost=Span(D(100), D(100)),
                 storage_cost=Span(D(0), D(0)), inputs={})
     at = datetime(2026, 11, 5, 9)
     jobs = [(f"{90000 + i}", at, D(5)) for i in range(400)]  # 5 of 1,000 each: 0.5%, 200% together
-    assert later_runs_note(plan, jobs, D(1000)) == (
-        "plan p's actual counts run 90000 (USD 5.00, from 2026-11-05 09:00 UTC), run 90001 (USD 5.00, from 2026-11-05 "
-        "09:00 UTC), run 90002 (USD 5.00, from 2026-11-05 09:00 UTC) and 397 more runs (USD 1,985.00), begun after its "
-        "run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run? Register it (`spendlake estimate "
-        "... --register NAME --project llm --start DAY`: its scope, or the whole project's) and this plan's actual ends "
-        "where it starts.")
-    assert "and 7 more runs (USD 35.00)" in later_runs_note(plan, jobs[:10], D(1000))  # 5.0% together
-    assert later_runs_note(plan, jobs[:9], D(1000)) is None  # 4.5% together
+    assert judged(jobs, D(1000))
+    assert later_runs_note(plan, jobs, D(1000), D(2000)) == (
+        "plan p's actual leaves out run 90000 (USD 5.00, from 2026-11-05 09:00 UTC), run 90001 (USD 5.00, from "
+        "2026-11-05 09:00 UTC), run 90002 (USD 5.00, from 2026-11-05 09:00 UTC) and 397 more runs (USD 1,985.00), "
+        "begun after its run's end (2026-11-02 00:00 UTC) while it pays for storage: a later run not registered, USD "
+        "2,000.00 in no plan's actual (later_runs). Register it (`spendlake estimate ... --register NAME --project llm "
+        "--start DAY`: its scope, or the whole project's) to set it against a plan of its own.")
+    assert judged(jobs[:10], D(1000))  # 5.0% together
+    assert "and 7 more runs (USD 35.00)" in later_runs_note(plan, jobs[:10], D(1000), D(50))
+    assert not judged(jobs[:9], D(1000))  # 4.5% together

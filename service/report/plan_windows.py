@@ -27,7 +27,8 @@ def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | N
     its run's end while it pays for storage: a second run of the project within the retention,
     whose actual counts the spend from then, where the first plan's counted it too, its compute
     read as the first run's (over plan). Its storage kept after then is in the later plan's actual;
-    a later run not registered stays in this plan's, and so does one of a narrower scope (an
+    a later run not registered stays in this plan's (but where job records tell it: plan_later_runs.py
+    sets it apart), and so does one of a narrower scope (an
     experiment of a project-wide plan: the rest of the project's spend is in no later actual; both
     count that experiment's, and overlaps says so)."""
     later = [other for other in plans if other is not plan and covers(other, plan)

@@ -1,6 +1,7 @@
 """Plans vs actual: each registered plan's planned spend to the end of a day against the USD
-attributed to its project (or experiment) since its start. The report's section "Plans vs
-actual" (plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
+attributed to its project (or experiment) since its start, less a second run not registered that
+job records tell (service/report/plan_later_runs.py). The report's section "Plans vs actual"
+(plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
 
 With several billing sources the data ends where the earliest of them does, among those with
 data after the plan's start whose lines carry its project (and experiment): a lagging source's
@@ -29,7 +30,7 @@ from service.findings.plan_values import unpaired
 from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
 from service.report.plan_failures import failures_note, plan_failures, plan_runs
-from service.report.plan_later_runs import later_runs, later_runs_note
+from service.report.plan_later_runs import judged, later_days, later_runs, later_runs_note
 from service.report.plan_windows import counted_until, overlaps, priced_until
 from service.report.model import Chart, Column, Section, Table
 
@@ -52,6 +53,9 @@ COLUMNS = (
     Column("planned_failure_pct", "failures planned", "percent", in_html=False),
     Column("failed_actual", "failed and run again", "money", in_html=False),
     Column("failed_pct", "failed and run again share", "percent", in_html=False),
+    # the USD of runs not registered begun after its run's end, out of the actual (None: none set apart, or no job
+    # records): service/report/plan_later_runs.py; the note names them
+    Column("later_runs", "later runs set apart", "money", in_html=False),
 )  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
@@ -225,11 +229,19 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
                          "actual (after_end).")
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
-        status = _status(plan, until, (data[0], ends), actual, found, counted)
         in_runs = plan_runs(runs, plan, in_window)  # None without job records
+        # a second run not registered, begun after its run's end: out of its actual day by day (plan_later_runs.py)
+        apart, begun = None, later_runs(in_runs, plan)
+        if judged(begun, actual):
+            days = later_days(config, lake, plan, begun, Window(plan.start, in_window), snapshot, _where(plan))
+            apart = sum(days.values(), Decimal(0))
+            daily = {d: cost - days.get(d, Decimal(0)) for d, cost in daily.items() if cost != days.get(d)}
+            found, notes = (daily, unmatched, left_out), notes + [later_runs_note(plan, begun, actual, apart)]
+            actual, names = actual - apart, {run for run, *_ in begun}
+            in_runs = [run for run in in_runs or () if run.run not in names]
+        status = _status(plan, until, (data[0], ends), actual, found, counted)
         failures = plan_failures(config, in_runs, plan, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
-        notes += [note] if (note := later_runs_note(plan, later_runs(in_runs, plan), actual)) else []
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
@@ -255,6 +267,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             # faster run has ended (both spend the GPUs' price an hour whatever the MFU)
             "planned_total_low": plan.total_cost.low.quantize(CENT),
             "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after, **failures.row(),
+            "later_runs": apart,
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends, counted, spent_after or {}))
