@@ -7,8 +7,6 @@ not sacct's in a directory (skipped, said). A month of a big cluster is a millio
 from __future__ import annotations
 
 import gzip
-import itertools
-import json
 import logging
 import re
 from collections.abc import Iterator
@@ -20,12 +18,12 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
-from connectors.slurm_json import json_attempts
+from connectors.sacct_json import NotJson, json_members, text_pieces
+from connectors.slurm_json import NO_JOBS, record_attempts
 from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter, records
 from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
-from connectors.slurm_records import EPOCH, REQUIRED, Attempt, BadRecord, GpuShares, attempts_schema, stored_attempts
+from connectors.slurm_records import EPOCH, REQUIRED, BadRecord, GpuShares, attempts_schema, stored_attempts
 from connectors.slurm_warnings import said_not_utf8, said_read, said_warnings, slurm_errors
-from service.core import json_text
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +38,8 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
     BadRecord names the line; DataError the file. A parsable2 file is read column-wise, and
     again line by line when that reader cannot take it (which names what is wrong)."""
     with job_file(path) as raw:
+        if _json_start(_head(raw).lstrip()):  # one document, perhaps on one line: streamed, not read as lines
+            return said_read(con, path, _json_attempts(con, path, _unzipped(raw), number, cluster, shares))
         lines = _lines(path, _unzipped(raw))
         head = []  # the blank lines before the first that is not, and that one
         for line in lines:
@@ -50,9 +50,9 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         if not first:
             empty_file(path, sum(map(len, head)))
             return stored(con, "SELECT * FROM {empty}", empty=attempts_schema().empty_table())
-        if _json_start(first):
-            attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster, shares)
-            return said_read(con, path, stored_attempts(con, attempts, number))
+        if _json_start(first):  # after more than PEEK bytes of blank lines
+            raw.seek(0)
+            return said_read(con, path, _json_attempts(con, path, _unzipped(raw), number, cluster, shares))
         delimiter = header_delimiter(first, REQUIRED) or ("|" if "|" in first else None)
         if delimiter is None and in_directory:
             log.warning("%s: not sacct output (neither JSON nor a header of sacct's column names): skipped", path)
@@ -118,6 +118,19 @@ def _json_start(first: str) -> bool:
     return first[:1] in ("{", "[") or first.startswith("null")
 
 
+def _head(raw: IO[bytes]) -> str:
+    """The file's first PEEK bytes as text (a gzip cut short within them: as far as it goes);
+    `raw` is read again from its start."""
+    unzipped, head = _unzipped(raw), b""
+    try:
+        while len(head) < PEEK and (piece := unzipped.read(PEEK - len(head))):
+            head += piece
+    except (EOFError, gzip.BadGzipFile):
+        pass
+    raw.seek(0)
+    return head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
+
+
 def _unzipped(raw: IO[bytes]) -> IO[bytes]:
     return gzip.GzipFile(fileobj=raw, mode="rb") if raw.peek(2)[:2] == GZIP_MAGIC else raw  # type: ignore[attr-defined]
 
@@ -150,24 +163,45 @@ def _ended(lines: Iterator[str]) -> Iterator[str]:
         yield line
 
 
-def _json_attempts(path: Path, text: str, cluster: str | None, shares: GpuShares) -> list[Attempt]:
-    """`{"jobs": []}` is a day without jobs; JSON null or a bare list is no sacct document."""
+def _json_attempts(con: duckdb.DuckDBPyConnection, path: Path, binary: IO[bytes], number: int,
+                  cluster: str | None, shares: GpuShares) -> str:
+    """A sacct --json document's attempts, read job by job (connectors/sacct_json.py), in a
+    temporary table of `con`. `{"jobs": []}` is a day without jobs; JSON null or a bare list
+    is no sacct document."""
+    members: dict[str, Any] = {}
     try:
-        data: Any = json_text.loads(text)
-    except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()):
+        table = stored_attempts(con, record_attempts(json_members(text_pieces(path, binary), members), cluster,
+                                                     shares), number)
+    except NotJson as exc:
+        if exc.cut:
             raise BadRecord(f"not JSON: {exc}: the file ends mid-document (cut short while being written?)",
                             hint=CUT_HINT) from None
         raise BadRecord(f"not JSON: {exc}") from None
-    if data is None or isinstance(data, list):
+    except ValueError as exc:
+        if isinstance(exc, BadRecord):
+            raise
+        raise BadRecord(f"not JSON: {exc}") from None
+    try:
+        _whole_document(path, members)
+    except BadRecord:
+        con.execute(f"DROP TABLE {table}").fetchall()
+        raise
+    if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
+        log.info("%s: a sacct --json document without jobs", path)
+    return table
+
+
+def _whole_document(path: Path, members: dict[str, Any]) -> None:
+    """What the document holds beside its jobs, once they are read: sacct's errors fail it."""
+    if "" in members:
+        data = members[""]
         raise BadRecord(f"{'JSON null' if data is None else 'a JSON list'} is not a sacct --json document "
                         '({"jobs": [...]}): was it written through a filter (jq) that found nothing?')
-    errors = slurm_errors(data)
+    errors = slurm_errors(members)
     if errors:  # sacct writes what failed (slurmdbd unreachable, a query refused) beside the jobs it got, if any
         raise BadRecord(f"sacct wrote error(s) into this document: {'; '.join(errors)[:400]}",
                         hint="fix what it says and run sacct again; its jobs list may be incomplete")
-    said_warnings(data, path)
-    attempts = list(json_attempts(data, cluster, shares))
-    if not attempts:
-        log.info("%s: a sacct --json document without jobs", path)
-    return attempts
+    said_warnings(members, path)
+    if members.get("jobs") != []:  # none, no list, or a second list (json.loads would read the last alone)
+        raise BadRecord(NO_JOBS if "jobs" not in members or not isinstance(members["jobs"], list)
+                        else 'two "jobs" lists in one document: which is sacct\'s?')

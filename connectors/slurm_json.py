@@ -5,7 +5,7 @@ plain numbers, state a string) and of 23.02+ (v0.0.39+: numbers as {"set", "infi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import groupby
 from typing import Any
 
@@ -31,8 +31,16 @@ def _nested_text(value: Any, key: str) -> str | None:
 def json_attempts(data: Any, default_cluster: str | None, shares: GpuShares = ()) -> Iterable[Attempt]:
     """Attempts of a `sacct --json` document or a slurmrestd /slurmdb/vX/jobs answer."""
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
-        raise BadRecord('not a sacct --json document: no "jobs" list')
-    for index, record in enumerate(data["jobs"]):
+        raise BadRecord(NO_JOBS)
+    return record_attempts(data["jobs"], default_cluster, shares)
+
+
+NO_JOBS = 'not a sacct --json document: no "jobs" list'
+
+
+def record_attempts(records: Iterable[Any], default_cluster: str | None, shares: GpuShares = ()) -> Iterator[Attempt]:
+    """The attempts of a document's "jobs", read one at a time (connectors/sacct_json.py streams them)."""
+    for index, record in enumerate(records):
         try:
             yield _json_attempt(record, default_cluster, shares)
         except (BadRecord, ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -1,0 +1,61 @@
+"""A sacct --json document is read job by job (connectors/sacct_json.py): a month of a big
+cluster (200k jobs, 826 MB, one document) took 5.5 GB read whole, and died under a memory
+limit in a bare MemoryError traceback that named no file and stopped the other sources."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import duckdb
+
+import connectors.sacct_json as sacct_json
+import connectors.slurm_records as slurm_records
+from connectors.sacct_files import file_attempts
+
+SLURM = Path(__file__).parent / "data" / "slurm"
+READ = "SELECT * EXCLUDE (_file) FROM {} ORDER BY _row"
+
+
+def attempts(path: Path) -> list[tuple]:
+    with duckdb.connect() as con:
+        return con.sql(READ.format(file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False))).fetchall()
+
+
+def test_a_document_read_in_small_pieces_reads_as_read_whole(tmp_path, monkeypatch):
+    # pieces that end inside numbers, strings, keys and a character of two or three bytes
+    document = json.loads(SLURM.joinpath("sacct-formats.json").read_text())
+    document["jobs"][0]["name"] = "café € 训练"
+    path = tmp_path / "sacct.json"
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=1), encoding="utf-8")
+    whole = attempts(path)
+    assert sum("café € 训练" in row for row in whole) == 1, whole
+    for piece in (61, 509, 4096):
+        monkeypatch.setattr(sacct_json, "PIECE", piece)
+        assert attempts(path) == whole, piece
+
+
+def test_a_document_of_many_jobs_is_read_without_holding_them(tmp_path, monkeypatch):
+    document = json.loads(SLURM.joinpath("sacct.json").read_text())
+    jobs = document.pop("jobs")
+    path = tmp_path / "sacct.json"
+    with path.open("w") as out:  # 1,000 jobs, 3.9 MB, on one line: read whole, 24 MB of Python objects
+        out.write('{"jobs": [')
+        out.write(",".join(json.dumps({**job, "job_id": copy * 100 + job["job_id"] % 100})
+                           for copy in range(100) for job in jobs))
+        out.write(f"], {json.dumps(document)[1:]}")
+    monkeypatch.setattr(slurm_records, "BATCH_ROWS", 200)
+    with duckdb.connect() as con:
+        one = file_attempts(con, SLURM / "sacct.json", 0, ZoneInfo("UTC"), "p5", in_directory=False)  # the imports
+        [(each,)] = con.sql(f"SELECT count(*) FROM {one}").fetchall()
+        tracemalloc.start()
+        try:
+            table = file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert con.sql(f"SELECT count(*) FROM {table}").fetchall() == [(100 * each,)]
+    assert peak < 6 << 20, f"{peak / 2**20:.1f} MB of Python objects at once"
+
