@@ -37,7 +37,7 @@ from connectors.slurm_records import SACCT_FORMAT, BadRecord, GpuShares, slurm_j
 from connectors.slurm_warnings import said_read, said_stale_running, said_unshared_gpus, said_warnings, slurm_errors
 from service.core import json_text
 from service.core.config_base import HttpUrl, exactly_one
-from service.core.errors import DataError, SourceError
+from service.core.errors import DataError, SourceError, out_of_memory
 from service.core.logs import hide
 from service.core.registry import Feeds
 
@@ -116,6 +116,9 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
             except BadRecord as exc:
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
+            except (MemoryError, duckdb.OutOfMemoryException) as exc:
+                raise out_of_memory(exc, str(path), "free memory or raise the limit, or write the export in smaller "
+                                                    "files (sacct by day)") from None
             if read is not None:
                 if instants := instant_times(path):  # times no zone reads: a clock is wrong, not a zone
                     said_ahead(con, path, f"SELECT * FROM {read}", now, instants=instants)

@@ -10,10 +10,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import duckdb
+from click.testing import CliRunner
 
+import connectors.sacct_files as sacct_files
 import connectors.sacct_json as sacct_json
 import connectors.slurm_records as slurm_records
 from connectors.sacct_files import file_attempts
+from service.cli.main import cli
 
 SLURM = Path(__file__).parent / "data" / "slurm"
 READ = "SELECT * EXCLUDE (_file) FROM {} ORDER BY _row"
@@ -59,3 +62,38 @@ def test_a_document_of_many_jobs_is_read_without_holding_them(tmp_path, monkeypa
         assert con.sql(f"SELECT count(*) FROM {table}").fetchall() == [(100 * each,)]
     assert peak < 6 << 20, f"{peak / 2**20:.1f} MB of Python objects at once"
 
+
+def test_memory_running_short_fails_that_file_naming_it_and_the_other_sources_run(tmp_path, monkeypatch):
+    def short(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(sacct_files, "json_members", short)
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "big", "kind": "slurm-jobs", "path": str(SLURM / "sacct.json")},
+        {"name": "small", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3, result.output
+    assert (f"big (slurm-jobs): FAILED: {SLURM / 'sacct.json'}: out of memory while reading it: the machine's "
+            "memory (or the process's limit) ran short, the file is not at fault — free memory or raise the limit, "
+            "or write the export in smaller files (sacct by day)") in result.output, result.output
+    assert "small (slurm-jobs) jobs snapshot_date=" in result.output, result.output
+
+
+def test_memory_running_short_in_any_source_fails_that_source_and_the_others_run(tmp_path, monkeypatch):
+    import service.ingest.inventory as inventory
+
+    real = inventory._read_and_commit
+
+    def short(lake, con, connector, source, *args):
+        if source.name == "big":
+            raise MemoryError
+        return real(lake, con, connector, source, *args)
+
+    monkeypatch.setattr(inventory, "_read_and_commit", short)
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "big", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")},
+        {"name": "small", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3, result.output
+    assert "big (slurm-jobs): FAILED: inventory[0]: out of memory while reading it" in result.output, result.output
+    assert "small (slurm-jobs) jobs snapshot_date=" in result.output, result.output

@@ -130,6 +130,16 @@ def resource_error(exc: BaseException, where: str | None = None, *, reader: bool
     return None
 
 
+def out_of_memory(exc: BaseException, where: str, hint: str) -> ResourceError:
+    """Python's MemoryError or DuckDB's out-of-memory while reading `where`: the machine's
+    memory, not the file, with `hint` (what makes the read smaller) and that the data in place
+    is intact."""
+    if resource := resource_error(exc, where):
+        return resource
+    return ResourceError("out of memory while reading it: the machine's memory (or the process's limit) ran short, "
+                         "the file is not at fault", where=where, hint=f"{hint}; {AGAIN}")
+
+
 @contextmanager
 def naming(path: Path | str) -> Iterator[None]:
     """OSErrors that name no file (Arrow's "Error writing bytes to file. Detail: [errno 28] ...",

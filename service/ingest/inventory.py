@@ -26,7 +26,7 @@ from service.attribution import newly_ended, newly_unasked
 from service.core.claims import claim, refused
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, data_end, parse_utc
-from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error
+from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error, out_of_memory
 from service.core.job_windows import kept_earlier, window_fields, window_stamp
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
@@ -148,6 +148,9 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         raise
     except SpendlakeError as exc:  # the outcome's FAILED line says it (serve: its job's failure)
         outcome.error = exc
+    except (MemoryError, duckdb.OutOfMemoryException) as exc:  # this source's failure: the others still run
+        outcome.error = out_of_memory(exc, source.config_path, "free memory or raise the limit, or have the source "
+                                                               "read in smaller files")
     raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure; no other runs
     try:
         _record(lake, source, outcome)
