@@ -20,6 +20,7 @@ from connectors.slurm_warnings import said_not_utf8
 from service.core.json_text import NestedTooDeep
 
 PIECE = 1 << 20  # bytes read (and characters decoded) at a time
+LONGEST = 64 << 20  # characters a value that does not decode is read on to (a job is some KB): then it is not JSON
 BLANK = " \t\n\r"
 
 
@@ -91,7 +92,7 @@ class _Text:
             try:
                 value, end = _DECODER.raw_decode(self.text, self.at)
             except json.JSONDecodeError as exc:
-                if self.more():
+                if len(self.text) - self.at < LONGEST and self.more():  # a piece ended inside it
                     continue
                 raise self.failed(exc.msg, exc.pos) from None
             except RecursionError:

@@ -10,6 +10,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import duckdb
+import pytest
 from click.testing import CliRunner
 
 import connectors.sacct_files as sacct_files
@@ -97,3 +98,20 @@ def test_memory_running_short_in_any_source_fails_that_source_and_the_others_run
     assert result.exit_code == 3, result.output
     assert "big (slurm-jobs): FAILED: inventory[0]: out of memory while reading it" in result.output, result.output
     assert "small (slurm-jobs) jobs snapshot_date=" in result.output, result.output
+
+
+def test_a_document_broken_early_is_not_read_to_its_end_to_say_so(tmp_path, monkeypatch):
+    jobs = json.loads(SLURM.joinpath("sacct.json").read_text())["jobs"]
+    text = json.dumps({"jobs": jobs * 50})  # 4 MB
+    at = text.index("}, {", 100_000)
+    path = tmp_path / "sacct.json"
+    path.write_text(text[:at + 1] + "#" + text[at + 2:])
+    read = []
+    pieces = sacct_json.text_pieces
+    monkeypatch.setattr(sacct_json, "PIECE", 4096)
+    monkeypatch.setattr(sacct_json, "LONGEST", 50_000)
+    monkeypatch.setattr(sacct_files, "text_pieces", lambda *args: (read.append(p) or p for p in pieces(*args)))
+    with duckdb.connect() as con:
+        with pytest.raises(slurm_records.BadRecord, match=f"not JSON: Expecting ',' delimiter: character {at + 1}$"):
+            file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False)
+    assert len(read) < (at + 50_000) // 4096 + 3, f"{len(read)} pieces of {len(text) // 4096} read"
