@@ -6,7 +6,7 @@ i-b 10:00-12:00):
   (8 GPUs of i-a, 10:30-11:00) COMPLETED: $40; job 3, an eval (4 GPUs of i-b, 10:00-10:30):
   4·30/(8·60) of $80 = $20. Then job 7 (pretrain) requeued: attempt 7@1 8 GPUs of i-a 12:00-12:15
   (2 GPU-hours) and attempt 7@2 12:15-12:45 (4 GPU-hours), both REQUEUED: allocation places $60 on
-  job 7, shared 2:4: $20 and $40.
+  job 7, each attempt's parts carrying its record: $20 and $40.
   r1 costs $160: pretrain $140, eval $20; COMPLETED $60, FAILED $40, REQUEUED $60 (unfinished: $100).
 - run r2: job 4 (debug, 4 GPUs of i-b, 10:00-10:15): 4·15/(8·60) of $80 = $10, CANCELLED.
 - idle beside r1: the instance-hours r1 held: i-a 10:00 ($80, idle 0), i-a 12:00 ($80: 45 min of
@@ -99,8 +99,8 @@ def test_one_run_shows_each_attempt_with_its_cost_nodes_and_gpu_hours(tmp_path):
         ("1", "p5/1", "pretrain", "FAILED", D(8), D(4), D(40), ("i-a",), False),
         ("3", "p5/3", "eval", "COMPLETED", D(4), D(2), D(20), ("i-b",), False),
         ("2", "p5/2", "pretrain", "COMPLETED", D(8), D(4), D(40), ("i-a",), False),
-        ("7", "p5/7@1", "pretrain", "REQUEUED", D(8), D(2), D(20), ("i-a",), True),
-        ("7", "p5/7@2", "pretrain", "REQUEUED", D(8), D(4), D(40), ("i-a",), True)]
+        ("7", "p5/7@1", "pretrain", "REQUEUED", D(8), D(2), D(20), ("i-a",), False),
+        ("7", "p5/7@2", "pretrain", "REQUEUED", D(8), D(4), D(40), ("i-a",), False)]
     assert sum(j.cost for j in result.story.jobs) == row.cost
 
 
@@ -468,3 +468,25 @@ def test_a_run_still_running_that_started_after_the_bills_end_shows_its_hours_to
     assert (data["since"], data["until"]) == ("2026-11-02T12:00:00Z", "2026-11-02T23:00:00Z")
     assert [(j["job"], j["gpu_hours"], j["cost"]) for j in data["jobs"]] == [("13", "84.000000", "0")]
     assert "no cost yet: they started after the bill's end (data through 2026-11-02 11:00 UTC)" in shown.stderr
+
+
+def test_attempts_of_one_job_that_ended_alike_each_carry_their_own_parts_cost(tmp_path):
+    """Job 9 requeued twice, both attempts REQUEUED: 9@1 held 8 GPUs of i-a 10:00-11:00 (8 GPU-hours
+    of an $80 hour: $80), 9@2 8 GPUs of i-c 12:00-12:30 (4 GPU-hours of a $200 hour: half of it,
+    $100). Each part carries its record, so each attempt costs its own parts, $80 and $100, not the
+    $180 split by GPU-hours (8:4 gave $120 and $60); none is `shared`, the run's cost unchanged."""
+    from datetime import datetime
+
+    def requeued(record: str, instance: str, start: str, end: str) -> dict:
+        return job_row(record_id=f"p5/9@{record}", job_id="9", cluster="p5", state="REQUEUED", run_id="r9",
+                       start_time=datetime.fromisoformat(start), end_time=datetime.fromisoformat(end), gpus=8.0,
+                       instance_ids=[instance], job_type="pretrain")
+
+    jobs = [requeued("1", "i-a", "2026-11-02T10:00:00", "2026-11-02T11:00:00"),
+            requeued("2", "i-c", "2026-11-02T12:00:00", "2026-11-02T12:30:00")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-c", cost="200", start="2026-11-02T12:00:00")], jobs)
+    result = story(lake, cfg, run="r9")
+    assert [(j.record, j.gpu_hours, j.cost, j.shared) for j in result.story.jobs] == [
+        ("p5/9@1", D(8), D(80), False), ("p5/9@2", D(4), D(100), False)]
+    [row] = result.rows
+    assert row.cost == D(180) == sum(j.cost for j in result.story.jobs)

@@ -2,7 +2,8 @@
 the same attribution as `attribute()` (service/attribution/allocation.py places the dollars).
 
     cluster_usage(lake, config, window, cost="billed") -> ClusterUsage
-        .jobs      one JobCost per (cluster, job id, currency) and the job's dimension values
+        .jobs      one JobCost per (cluster, job id, currency) and the job's dimension values, with
+                   its cost per job record (each attempt of a requeued job is a record of its own)
         .runs()    cost per (run, currency), with the jobs' values where they agree
         .clusters  one ClusterCost per (cluster, currency): its instances' cost, the idle part
         .overbooked  instance-hours whose jobs held more GPU-seconds than the instance had
@@ -49,6 +50,8 @@ class JobCost:
     values: dict[str, str]  # team, project, experiment, run, job_type, job_state, user
     currency: str | None
     cost: Decimal
+    # (record, its part of `cost`) of each attempt the parts name, by record; () where none does (a pod)
+    records: tuple[tuple[str, Decimal], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
 def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, ...], window: Window, cost: str,
             by_job: bool, whole_runs: Sequence[str] = ()):
     """(kind `job` or `idle`, job id (None unless `by_job`), currency, values of `dims`, amount,
-    (source, billing period) of its line) of each part allocation placed in `window`; without
+    (source, billing period) of its line, the job record it carries or None) of each part
+    allocation placed in `window`; without
     `by_job` the window's rows are grouped by placement kind, not by job (a month of 200k jobs'
     parts is then a few hundred rows), but the rows of `whole_runs` (window_sql.window_sql) by
     job, with their job id."""
@@ -129,9 +133,10 @@ def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, 
     for (_, currency, partition, values, hows), amount in attributed_sums(
             session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job,
             whole_runs=whole_runs).items():
-        kind, colon, name = job_how(hows[at] or "")[0].partition(":")  # a job's part: its job, not its record
+        shown, record = job_how(hows[at] or "")  # a job's part: its job, and its record apart
+        kind, colon, name = shown.partition(":")
         if kind in ("job", "idle"):
-            yield kind, name if by_job or colon else None, currency, values, amount, partition
+            yield kind, name if by_job or colon else None, currency, values, amount, partition, record
 
 
 def grouped_exactly(session: RollupSession, window: Window) -> bool:
@@ -159,7 +164,7 @@ def placed_totals(session: RollupSession, config: AttributionConfig, window: Win
     runs: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     spell = session.spellings(["run", "cluster"])
-    for kind, _, currency, values, amount, _ in _placed(session, config, dims, window, cost, by_job=False):
+    for kind, _, currency, values, amount, _, _ in _placed(session, config, dims, window, cost, by_job=False):
         run, cluster = values[0], values[1]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
@@ -182,20 +187,24 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
     ours = functools.cache(lambda value: run is None or folded(spell.get(("run", value), value)) == folded(run))
     by_job = run is None or not grouped_exactly(session, window)
     jobs: dict[tuple, Decimal] = defaultdict(Decimal)
+    records: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))  # job → record → cost
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     partitions = set()
-    for kind, name, currency, values, amount, partition in _placed(session, config, dims, window, cost, by_job,
-                                                                   () if by_job else [folded(run)]):
+    for kind, name, currency, values, amount, partition, record in _placed(
+            session, config, dims, window, cost, by_job, () if by_job else [folded(run)]):
         partitions.add(partition)
         cluster = values[at["cluster"]]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
             clusters[(cluster, currency)][1] += amount
         elif ours(values[at["run"]]):  # of another run: none but a name that is not ASCII has its job id
-            jobs[(cluster, name, tuple(values[at[d]] for d in JOB_VALUES), currency)] += amount
+            key = (cluster, name, tuple(values[at[d]] for d in JOB_VALUES), currency)
+            jobs[key] += amount
+            if record is not None:
+                records[key][record] += amount
     job_rows = tuple(sorted(
         (JobCost(spell.get(("cluster", c), c), job, {d: spell.get((d, v), v) for d, v in zip(JOB_VALUES, values)},
-                 currency, amount)
+                 currency, amount, tuple(sorted(records.get((c, job, values, currency), {}).items())))
          for (c, job, values, currency), amount in jobs.items()),
         key=lambda j: (j.currency or "", -j.cost, j.cluster, j.job)))
     return ClusterUsage(window, cost, job_rows, _cluster_rows(clusters, spell), session.overbooked(window),

@@ -7,11 +7,12 @@ the idle of the instances while it held them.
 - jobs: each job record of the run that held GPUs in the window (the newest snapshot of each
   attempt: a Slurm requeue keeps the job id, a new attempt is a new record), with its cluster,
   nodes and instance ids as the record states them, its GPUs, GPU-hours inside the window and
-  its cost: the parts allocation placed on `job:<id>` with its job type and state. Allocation
-  names parts by job id, so attempts of one job id that ended in the same state (a job requeued
-  twice) share that cost in proportion to their GPU-hours in the window (`shared`); every other
-  attempt's cost is its parts' to the cent. Parts without a record (EKS pods) are jobs of their
-  own without times.
+  its cost: the parts allocation placed on `job:<id>` with its job type and state. Each part
+  carries its attempt's record (service/attribution/job_how.py), so each attempt's cost is its
+  own parts' to the cent, attempts of one job id that ended in the same state (a job requeued
+  twice) too; only parts naming no record of the run's (none is known) are shared by the
+  attempts of their job id, type and state in proportion to their GPU-hours in the window
+  (`shared`). Parts without a record (EKS pods) are jobs of their own without times.
 - by_job_type, by_state: the jobs' cost summed; each sums exactly to the run's cost per currency,
   as `attribute --where run=X --by job_type` (or `job_state`) gives it. `unfinished` marks the
   states that bought no finished work (failed, cancelled, timed out, requeued...): the failed
@@ -77,6 +78,7 @@ class RunJob:
     cost: Decimal
     currency: str | None
     shared: bool = False  # its job id's cost in this state, shared with other attempts by GPU-hours
+    # (only where its parts name no record of the run's: module docstring)
     work: tuple | None = None  # what it does (core.job_states.work_of): a re-run of a failed attempt does the same
     restart: bool = False  # it re-ran failed work: one of the run row's `restarts`
     relaunched: bool = False  # it failed (the failed-reruns rule's states) and was run again (run_figures.py)
@@ -242,9 +244,17 @@ def run_jobs(records: list[_Record], parts: list[JobCost]) -> list[RunJob]:
     for record in records:
         by_key[record.key].append(record)
         by_job[record.key[:2]].append(record)
+    by_record = {record.record: record for record in records}
     costed: set[str] = set()
     jobs: list[RunJob] = []
     for part in parts:
+        if (part.records and all(record in by_record for record, _ in part.records)
+                and sum(cost for _, cost in part.records) == part.cost):  # each attempt's own parts, all of them
+            for record, cost in part.records:
+                costed.add(record)
+                jobs.append(_job(by_record[record], cost, part.currency, False, part.cluster,
+                                 part.values["job_type"], part.values["job_state"], _owner(part)))
+            continue
         key = (folded(part.cluster), part.job, folded(part.values["job_state"]), folded(part.values["job_type"]))
         attempts = by_key.get(key) or by_job.get(key[:2], [])
         if not attempts:  # an EKS pod: no job record
