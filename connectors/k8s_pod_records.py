@@ -24,9 +24,9 @@ with no uid anywhere is `<cluster>/<namespace>/<pod>@<start>`.
 - state: Succeeded → COMPLETED; Failed → OUT_OF_MEMORY (a container OOMKilled), PREEMPTED
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
-- MIG 'single' strategy: the device plugin advertises each MIG slice as `nvidia.com/gpu`, so a
-  `nvidia_com_gpu` request counts as its slice's share when the data says so: the pod's DCGM
-  series carry `GPU_I_PROFILE` (dcgm-exporter labels a MIG device's series so), else its node's
+- MIG 'single' strategy (connectors/k8s_pod_mig.py): the device plugin advertises each MIG slice as
+  `nvidia.com/gpu`, so a `nvidia_com_gpu` request counts as its slice's share when the data
+  says so: the pod's DCGM series carry `GPU_I_PROFILE` (dcgm-exporter labels a MIG device's series so), else its node's
   `kube_node_labels` carry `nvidia.com/mig.strategy=single` and a `nvidia.com/gpu.product`
   naming the profile (`A100-SXM4-40GB-MIG-1g.5gb`: GPU feature discovery's labels), the one in
   force when the pod started (a node re-partitioned mid-window); a single node whose product
@@ -52,6 +52,7 @@ from datetime import datetime
 from typing import Any
 
 from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction
+from connectors.k8s_pod_mig import MigSlices
 from connectors.prometheus_api import Series
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def last(series: Series) -> float | None:
     return series["values"][-1][1] if series["values"] else None
 
 
-class PodTable:
+class PodTable(MigSlices):
     """Pods assembled from one query at a time; `cluster_label` None: every pod is `cluster`."""
 
     def __init__(self, cluster_label: str | None, cluster: str | None, shares: dict[str, float] | None = None):
@@ -128,10 +129,7 @@ class PodTable:
         # (cluster, node) → (first, last listed, EC2 instance id) of each instance that had the node's name
         self.instances: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
         self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
-        # (cluster, node) of MIG strategy single → its gpu.product over time: (from when, product; None
-        # while not 'single'), in order
-        self.mig_nodes: dict[tuple[str, str], list[tuple[float, str | None]]] = {}
-        self.mig_profiles: dict[tuple[str, str, str], str] = {}  # (cluster, namespace, pod) → its DCGM GPU_I_PROFILE
+        MigSlices.__init__(self)
 
     def _cluster(self, labels: dict[str, str]) -> str:
         return (labels.get(self.cluster_label) if self.cluster_label else None) or self.cluster or ""
@@ -265,71 +263,6 @@ class PodTable:
                 listed = [at for at, _ in series["values"]]
                 self.instances.setdefault((self._cluster(labels), labels["node"]), []).append(
                     (min(listed), max(listed), match.group(1)))
-
-    def add_mig_nodes(self, result: Iterable[Series]) -> None:
-        """kube_node_labels of the nodes with their nvidia.com/mig.strategy and nvidia.com/gpu.product
-        (kube-state-metrics writes them only when its --metric-labels-allowlist names them), over
-        time: a node re-partitioned in the window, or taken out of MIG, prices each pod by the
-        labels in force when it started. Kept: the nodes 'single' at some time."""
-        seen: dict[tuple[str, str], list[tuple[float, str | None]]] = {}
-        for series in result:  # values: timestamp() of each scrape of the labels
-            labels = series["metric"]
-            if labels.get("node"):
-                single = labels.get("label_nvidia_com_mig_strategy") == "single"
-                product = labels.get("label_nvidia_com_gpu_product", "") if single else None
-                seen.setdefault((self._cluster(labels), labels["node"]), []).extend(
-                    (float(at), product) for _, at in series["values"])
-        for node, samples in seen.items():
-            if any(product is not None for _, product in samples):
-                samples.sort(key=lambda sample: sample[0])
-                self.mig_nodes[node] = [(at, product) for i, (at, product) in enumerate(samples)
-                                        if i == 0 or product != samples[i - 1][1]]
-
-    def _node_product(self, pod: Pod) -> str | None:
-        """The gpu.product of `pod`'s node when the pod started, if the node was 'single' then
-        (before the labels' first scrape: as first scraped); None: no 'single' node then."""
-        changes = self.mig_nodes.get((pod.key[0], pod.node or ""))
-        if not changes:
-            return None
-        now = bisect_right(changes, pod.started or pod.created or 0.0, key=lambda change: change[0])
-        return changes[max(now - 1, 0)][1]
-
-    def add_mig_profiles(self, profiles: dict[tuple[str, str, str], str]) -> None:
-        """(cluster, namespace, pod) → the GPU_I_PROFILE of the MIG device its DCGM series report."""
-        self.mig_profiles.update(profiles)
-
-    def _mig_fraction(self, pod: Pod) -> float | None:
-        """The share of a GPU each `nvidia_com_gpu` request of `pod` holds where the device plugin's
-        'single' strategy advertises MIG slices as GPUs (module docstring); None for a whole GPU, or
-        when `shared_gpus` names nvidia.com/gpu (time-slicing without a rename: the operator's word wins)."""
-        if WHOLE_GPUS[0] in self.shares:
-            return None
-        profile = self.mig_profiles.get(pod.key[:3]) or self._node_product(pod)
-        return (mig_fraction(profile) or None) if profile else None
-
-    def _shares(self, pod: Pod) -> dict[str, float]:
-        """`shares`, with a `nvidia_com_gpu` request its MIG slice's share (`_mig_fraction`)."""
-        fraction = self._mig_fraction(pod)
-        return {**self.shares, WHOLE_GPUS[0]: fraction} if fraction else self.shares
-
-    def _say_mig(self, pods: list[Pod]) -> None:
-        """The pods counted as MIG slices (at INFO), and the 'single' nodes whose product names no
-        profile (a warning naming them: their pods' slices count as whole GPUs)."""
-        requested = [pod for pod in pods if pod.requests.get(WHOLE_GPUS[0]) or pod.init_requests.get(WHOLE_GPUS[0])]
-        sliced = [pod for pod in requested if self._mig_fraction(pod)]
-        if sliced:
-            log.info("%d pod(s) requested nvidia.com/gpu on MIG devices (the device plugin's 'single' strategy), each "
-                     "counted as its slice's share of a GPU; the first, %s/%s", len(sliced), *sliced[0].key[1:3])
-        products = {(pod.key[0], pod.node or ""): self._node_product(pod) for pod in requested
-                    if not self._mig_fraction(pod) and self._node_product(pod) is not None}
-        unknown = sorted(products)
-        if unknown and WHOLE_GPUS[0] not in self.shares:
-            log.warning("node(s) %s are labelled nvidia.com/mig.strategy=single (each nvidia.com/gpu a MIG slice) but "
-                        "their nvidia.com/gpu.product (%s) names no MIG profile, nor do their pods' DCGM series "
-                        "(GPU_I_PROFILE): their pods' nvidia.com/gpu requests count as whole GPUs; keep GPU feature "
-                        "discovery's labels, or scrape dcgm-exporter on those nodes", ", ".join(
-                            "/".join(filter(None, key)) for key in unknown),
-                        products[unknown[0]] or "none")
 
     def _instance(self, pod: Pod, end: float | None) -> str | None:
         """The EC2 instance behind the pod's node while the pod was there: a node's name outlives
