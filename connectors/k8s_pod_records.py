@@ -20,7 +20,11 @@ with no uid anywhere is `<cluster>/<namespace>/<pod>@<start>`.
   container restarting Always) counts with the containers;
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
   saw the pod Succeeded or Failed, else, for a pod that vanished for UNLISTED_SECONDS while
-  kube-state-metrics went on reporting (deleted), the last scrape that listed it; NULL while it runs;
+  kube-state-metrics went on reporting (deleted), the last scrape that listed it; NULL while it runs.
+  A pod Succeeded or Failed from the first scrape that listed it in the window, without a
+  completion time (its containers never ran: failed admission), ended at a time the window does
+  not hold, perhaps days before: it ends at its start, holding no GPU time, said once (as
+  jobs_base.ended_at_start ends a scheduler file's finished job without an end);
 - state: Succeeded → COMPLETED; Failed → OUT_OF_MEMORY (a container OOMKilled), PREEMPTED
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
@@ -293,7 +297,16 @@ class PodTable(MigSlices):
                         "plugin's sharing config) to count each as its share", len(shared), SHARED_GPU,
                         *shared[0].key[1:3])
         self._say_mig(list(self.pods.values()))
-        return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus(self._shares(pod)) > 0]
+        held = [pod for pod in self.pods.values() if pod.gpus(self._shares(pod)) > 0]
+        rows = [self._row(pod, tuple(run_labels)) for pod in held]
+        unknown = [row for pod, row in zip(held, rows) if self._end_unknown(pod)]
+        if unknown:
+            log.warning("%d pod(s) were Succeeded or Failed from the first scrape that listed them in the window and "
+                        "have no kube_pod_completion_time (their containers never ran: failed admission, say): when "
+                        "each ended is not known, so each is counted as ending at its start, holding no GPU time, not "
+                        "up to the window's first scrape; the first, %s (%s)", len(unknown), unknown[0]["job_id"],
+                        unknown[0]["state"])
+        return rows
 
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
         cluster, namespace, name, read_uid, life = pod.key
@@ -312,10 +325,20 @@ class PodTable(MigSlices):
                        qos=pod.priority_class, labels=pod.labels or None, restarts=pod.restarts,
                        gpu_util_hourly=pod.gpu_util_hourly or None)
 
+    @staticmethod
+    def _phase(pod: Pod) -> str | None:
+        return max(pod.phases, key=lambda p: pod.phases[p][1]) if pod.phases else None
+
+    def _end_unknown(self, pod: Pod) -> bool:
+        """Succeeded or Failed from the first scrape that listed it, started, no completion time."""
+        phase = self._phase(pod)
+        return (phase in TERMINAL and not pod.completed and bool(pod.started)
+                and not any(seen[0] < pod.phases[phase][0] for other, seen in pod.phases.items() if other != phase))
+
     def _state_and_end(self, pod: Pod) -> tuple[str, float | None]:
-        phase = max(pod.phases, key=lambda p: pod.phases[p][1]) if pod.phases else None
+        phase = self._phase(pod)
         if phase in TERMINAL:
-            end = pod.completed or pod.phases[phase][0]
+            end = pod.started if self._end_unknown(pod) else pod.completed or pod.phases[phase][0]
             if phase == "Succeeded":
                 return "COMPLETED", end
             failed = next((FAILED_BECAUSE[r] for r in sorted(pod.reasons) if r in FAILED_BECAUSE), "FAILED")

@@ -441,6 +441,42 @@ def test_an_init_container_sets_the_pods_request_per_resource():
     assert row["gpus"] == pytest.approx(2 + 3 / 7)
 
 
+
+def test_a_pod_finished_before_the_window_without_a_completion_time_ends_at_its_start(caplog):
+    """A pod Failed (or Succeeded) from the first scrape that listed it in the window, with no
+    kube_pod_completion_time (its containers never ran: a GPU pod failed by UnexpectedAdmissionError
+    stays listed until deleted), ended at a time the window does not hold, perhaps days before: it
+    ends at its start, holding no GPU time, said once, as jobs_base.ended_at_start ends a scheduler
+    file's finished job without an end, where it ended at the window's first scrape (its 8 GPUs held
+    from 1,000 s to 10,000 s). A pod seen Running, then Failed, in the window still ends at the first
+    Failed scrape; one with a completion time at that time."""
+    from connectors.jobs_base import from_epoch
+    from connectors.k8s_pod_records import PodTable
+
+    def series(pod: str, values: list[float], **labels: str) -> dict:
+        return {"metric": {"namespace": "train", "pod": pod, "uid": f"u-{pod}", **labels},
+                "values": [(10_000 + 60 * n, v) for n, v in enumerate(values)]}
+
+    table = PodTable(None, "p5")
+    table.add_requests([series(pod, [8], resource="nvidia_com_gpu") for pod in ("admit", "evicted", "done")])
+    table.add_times([series("admit", [1_000] * 3), series("evicted", [9_000] * 3), series("done", [9_000] * 3)],
+                    "started")
+    table.add_times([series("done", [9_500] * 3)], "completed")
+    table.add_phases([series("admit", [10_000, 10_060, 10_120], phase="Failed"),
+                      series("evicted", [10_000], phase="Running"),
+                      series("evicted", [10_060, 10_120], phase="Failed"),
+                      series("done", [10_000, 10_060, 10_120], phase="Succeeded")])
+    with caplog.at_level(logging.WARNING):
+        rows = {row["job_id"]: row for row in table.rows(())}
+    assert {job: (row["state"], row["start_time"], row["end_time"]) for job, row in rows.items()} == {
+        "train/admit": ("FAILED", from_epoch(1_000), from_epoch(1_000)),
+        "train/evicted": ("FAILED", from_epoch(9_000), from_epoch(10_060)),
+        "train/done": ("COMPLETED", from_epoch(9_000), from_epoch(9_500))}
+    [said] = [r.getMessage() for r in caplog.records if "completion" in r.getMessage()]
+    assert said.startswith("1 pod(s) were Succeeded or Failed from the first scrape that listed them"), said
+    assert "train/admit (FAILED)" in said and "counted as ending at its start" in said
+
+
 @pytest.mark.binary
 def test_a_sidecars_gpus_add_to_the_containers(tmp_path):
     """A sidecar, an init container with restartPolicy Always (kube-state-metrics' restart_policy
