@@ -14,7 +14,6 @@ from pathlib import Path
 import boto3
 import duckdb
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -304,11 +303,11 @@ def test_a_full_disk_names_the_exported_file_and_a_failed_read_stays_a_read(samp
     write to --out, sending the operator to free the wrong disk."""
     config_file, lake = samples
 
-    class FullDisk(pa_csv.CSVWriter):
+    class FullDisk(files.CsvWriter):
         def write_batch(self, batch):
             raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
 
-    monkeypatch.setattr(files.pa_csv, "CSVWriter", FullDisk)
+    monkeypatch.setattr(files, "CsvWriter", FullDisk)
     full = spendlake(config_file, "--source", "gcp", "--csv", "--out", str(tmp_path / "out"))
     assert full.exit_code == 3, full.output
     assert full.stderr.startswith(f"error: {tmp_path / 'out' / '2022-08' / 'cost_and_usage.csv'}: disk full: "
@@ -335,11 +334,11 @@ def test_a_failed_export_removes_the_folders_it_made_and_keeps_the_users(samples
     user made is kept."""
     config_file, _ = samples
 
-    class FullDisk(pa_csv.CSVWriter):
+    class FullDisk(files.CsvWriter):
         def write_batch(self, batch):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(files.pa_csv, "CSVWriter", FullDisk)
+    monkeypatch.setattr(files, "CsvWriter", FullDisk)
     (tmp_path / "mine").mkdir()
     for out in (tmp_path / "new" / "out", tmp_path / "mine"):
         assert spendlake(config_file, "--source", "gcp", "--csv", "--out", str(out)).exit_code == 3
@@ -489,6 +488,26 @@ def test_the_focus_csv_keeps_formula_looking_cells_and_negative_costs_exact(tmp_
     }, ", ".join(f"('r{i}', '{text.replace(chr(39), chr(39) * 2)}', '-1.5')" for i, text in enumerate(hostile)),
        "rid, name, billed", "ResourceName, BilledCost", csv=True)
     assert lines == sorted((text, "-1.500000000000") for text in hostile)
+
+
+def test_the_focus_csv_writes_plain_exact_decimals_never_an_exponent(tmp_path):
+    """Arrow's CSV writer wrote a DECIMAL below 10^-6 with an exponent: a cost of 0 as `0E-12`, of
+    0.0000008 as `8.00000E-7`, a quantity as `8.000000000E-7`; FOCUS tools and spreadsheets read
+    plain digits. Numbers stay unquoted; the Parquet export is the lake's DECIMALs."""
+    columns = {**USAGE_LINE, "BilledCost": "billed", "EffectiveCost": "billed", "PricingQuantity": "quantity",
+               "PricingUnit": "'Hours'", "ResourceId": "rid"}
+    values = "('a', '0', '0.0000008'), ('b', '0.0000008', '-12345678901234567890.1234567890123456')"
+    for csv in (True, False):
+        lines = exported_lines(tmp_path / str(csv), columns, values, "rid, billed, quantity",
+                               "ResourceId, BilledCost, PricingQuantity", csv=csv)
+        text = (tmp_path / str(csv) / "out" / "2026-11" / "cost_and_usage.csv")
+        if csv:
+            assert lines == [("a", "0.000000000000", "0.0000008000000000"),
+                             ("b", "0.000000800000", "-12345678901234567890.1234567890123456")]
+            assert "E-" not in text.read_text() and ",0.000000800000," in text.read_text()
+        else:
+            assert lines == [("a", Decimal(0), Decimal("8E-7")),
+                             ("b", Decimal("8E-7"), Decimal("-12345678901234567890.1234567890123456"))]
 
 
 def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usage_line(tmp_path):
