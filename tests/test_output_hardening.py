@@ -32,6 +32,19 @@ def test_62_cells_holding_cr_lf_or_the_delimiter_are_quoted_and_formulas_neutral
         assert f'"{cell}"' in text
 
 
+def test_sql_neutralises_a_cell_as_python_does():
+    """The FOCUS CSV export neutralises its text in DuckDB (neutralised_sql, one regular expression
+    with neutralise_cell): each cell of HOSTILE, and blanks before a prefix or without one, alike."""
+    import duckdb
+
+    from service.core.output import neutralise_cell, neutralised_sql
+    cells = [*HOSTILE, " \t\r\n@x", " x", "\nx", "x=1", "", "é-", " \0"]
+    for cell in cells:
+        [(sql,)] = duckdb.execute(f"SELECT {neutralised_sql('$1')}", [cell]).fetchall()
+        assert sql == neutralise_cell(cell), repr(cell)
+    assert duckdb.execute(f"SELECT {neutralised_sql('NULL::VARCHAR')}").fetchall() == [(None,)]
+
+
 def test_a_csv_writes_true_and_false_as_the_json_does_not_pythons_spelling():
     """`status`'s `final`, `runs --run`'s `shared` and `restart` came out `True`/`False` (a bool
     is an int to Python); a reader of the CSV and of the JSON should meet one spelling."""

@@ -18,6 +18,16 @@ from typing import Any
 
 FORMULA_PREFIXES = ("=", "+", "-", "@")
 LEADING_BLANKS = " \t\r\n"  # spreadsheets skip these before reading a formula
+FORMULA_STARTS = "\t\r\0"  # a cell starting with one is prefixed, blanks or not
+
+
+def _class(characters: str) -> str:
+    return "[" + "".join(f"\\x{ord(character):02x}" for character in characters) + "]"
+
+
+# The start of a cell `neutralise_cell` prefixes, in escapes Python's re and DuckDB's (RE2) read
+# alike, so an export's SQL neutralises as this module does (neutralised_sql).
+FORMULA_START = f"^(?:{_class(LEADING_BLANKS)}*{_class(''.join(FORMULA_PREFIXES))}|{_class(FORMULA_STARTS)})"
 MUST_QUOTE = (",", '"', "\r", "\n")  # the csv module would not quote a bare CR under "\n" line ends
 
 
@@ -77,10 +87,19 @@ def _escaped(match: re.Match[str]) -> str:
 def neutralise_cell(value: Any) -> Any:
     """A text cell a spreadsheet would run as a formula (after any leading blanks) gets a
     leading quote, so it shows as text."""
-    if isinstance(value, str) and (value.lstrip(LEADING_BLANKS).startswith(FORMULA_PREFIXES)
-                                   or value.startswith(("\t", "\r", "\0"))):
+    if isinstance(value, str) and re.match(FORMULA_START, value):
         return "'" + value
     return value
+
+
+def neutralised_sql(text: str) -> str:
+    """SQL: the text `text` as neutralise_cell gives it (NULL stays NULL). The regular expression
+    reads only a cell whose first character may start a formula (ascii: its first code point, 0
+    for ''), most cells of a bill none."""
+    firsts = ", ".join(str(code) for code in sorted(set(map(ord, LEADING_BLANKS + "".join(FORMULA_PREFIXES)
+                                                               + FORMULA_STARTS))))
+    return (f"CASE WHEN ascii({text}) IN ({firsts}) AND regexp_matches({text}, '{FORMULA_START}') "
+            f"THEN '''' || {text} ELSE {text} END")
 
 
 def json_default(value: Any) -> Any:

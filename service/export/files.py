@@ -4,9 +4,10 @@ Rows stream from DuckDB in Arrow batches into the writer, so a period of any siz
 through a bounded amount of memory. Parquet keeps the types (DECIMAL money and quantities,
 TIMESTAMP in UTC, JSON as text) and every value exact. CSV writes times as
 `YYYY-MM-DDTHH:mm:ssZ`, decimals as plain digits (`0.000000000000`, `0.000000800000`: Arrow's
-CSV writer gave `0E-12` and `8.00000E-7`), unquoted, nulls as empty cells and text quoted.
-The FOCUS CSV is data interchange, not a spreadsheet report: its cells are written as they are
-(no formula neutralising, which would change negative numbers and tag values for every reader).
+CSV writer gave `0E-12` and `8.00000E-7`), unquoted, nulls as empty cells and text quoted; a
+text cell a spreadsheet would run as a formula gets a leading `'` as the report's CSVs do
+(service.core.output.neutralise_cell): a tag value `=HYPERLINK(...)` opened in a spreadsheet
+is shown, never run. Numbers are never altered, so a negative cost stays a number.
 DuckDB writes each CSV line (csv_lines) and the file takes the batches' bytes as they are.
 """
 
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from service.core.duckdb_results import next_batch
+from service.core.output import neutralised_sql
 
 
 # A batch of an attributed export's ~110 columns is ~1 KB a row, and the writer and DuckDB hold
@@ -94,11 +96,11 @@ def _quoted(text: str) -> str:
 def csv_lines(con: duckdb.DuckDBPyConnection, typed: str, params: dict[str, Any]) -> str:
     """SELECT each row of `typed` (typed_select's, for CSV) as one CSV line ending in a line feed
     (`line`): numbers (UNQUOTED) as DuckDB writes them as text (a decimal's plain digits at its
-    scale), other values quoted (a quote doubled), NULL as nothing."""
+    scale), other values quoted (a quote doubled) after neutralised_sql, NULL as nothing."""
     cells = []
     for name, kind, *_ in con.execute(f"DESCRIBE {typed}", params).fetchall():
         text = f"""CAST("{name.replace('"', '""')}" AS VARCHAR)"""
-        cells.append(f"coalesce({text if kind.startswith(UNQUOTED) else _quoted(text)}, '')")
+        cells.append(f"coalesce({text if kind.startswith(UNQUOTED) else _quoted(neutralised_sql(text))}, '')")
     return f"SELECT concat({SEPARATOR.join(cells)}, chr(10)) AS line FROM ({typed}) AS typed"
 
 
