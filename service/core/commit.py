@@ -27,8 +27,9 @@ import duckdb
 from service.core import derived_records
 from service.core.duckdb_results import query_memory
 from service.core.errors import DataError, duckdb_error, os_error
-from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
+from service.core.integrity import sha256_file
+from service.core.invoice_issuers import third_party_billed
 from service.core.ledger import AccountTotals, CurrencyTotals, FinalWhen, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import RECORD_FIELDS, forget_problems, read_record, recording
@@ -125,6 +126,8 @@ def stage_costs(
                                  in result.rounding.items() if period == p}, result.tag_keys.get(p, ()),
                                 final_when, reader_version, warn)
                    for p in sorted(staged)]
+        if said := third_party_billed(con, list(staged.values()), files_named(files, source)):
+            warn(said)
         return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)

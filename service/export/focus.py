@@ -53,8 +53,10 @@ is never changed):
   ListUnitPrice: FOCUS's contracted price excludes commitment discounts, and its rate is the reservation's.
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
-  than the provider as a third party collecting the payment (BilledCost then 0). The legal
-  entity stays in `x_InvoicingEntity`.
+  than the provider as a third party collecting the payment (BilledCost then 0). So is it on a
+  line whose BilledCost is not 0 (a reseller's, a marketplace seller's line the bill charges
+  anyway: ingest said so, service/core/invoice_issuers.py): the cost is what this bill charged,
+  never changed. The legal entity stays in `x_InvoicingEntity`.
 - Columns FOCUS wants null: on Tax lines the pricing and SKU columns (PricingQuantity,
   PricingUnit, PricingCategory, the unit prices, SkuId, SkuPriceId, SkuPriceDetails);
   ConsumedQuantity and ConsumedUnit on lines that are not Usage or that are unused
@@ -79,6 +81,7 @@ and quantities DECIMAL(38,16), as in the lake.
 
 from __future__ import annotations
 
+from service.core.invoice_issuers import own_entity_sql
 from service.core.schema import (COST_TYPES, EXTENSION_COLUMNS, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS,
                                  LINE_PRODUCTS, MONEY, TAG_MAP)
 from service.export.lookups import NAMED_IDS
@@ -97,14 +100,6 @@ EXTENSIONS = tuple(name for name, _ in EXTENSION_COLUMNS)
 SOURCE_COLUMN = "x_source"  # the configured source a line came from
 INVOICING_ENTITY = "x_InvoicingEntity"
 ALLOCATION_COLUMNS = tuple(name for name, _ in FOCUS_1_3_ADDITIONS if name.startswith("Allocated"))
-
-# Provider names and the first words of the companies that invoice for them.
-PROVIDER_ENTITIES = {
-    "aws": ("amazon", "aws"), "amazon web services": ("amazon", "aws"),
-    "microsoft": ("microsoft",), "microsoft azure": ("microsoft",), "azure": ("microsoft",),
-    "google cloud": ("google",), "google": ("google",), "gcp": ("google",),
-    "oracle": ("oracle",), "oracle cloud infrastructure": ("oracle",), "oci": ("oracle",),
-}
 
 # BillingAccountType and SubAccountType a provider's cost data gives its billing and sub
 # account ids (FOCUS: not null beside the id): Microsoft's own FOCUS export of an EA billing
@@ -195,15 +190,6 @@ def _account_type(column: str, which: int) -> str:
     return f"coalesce({column}, CASE lower(ProviderName) {cases} END)"
 
 
-def _own_entity(issuer: str, provider: str) -> str:
-    """SQL: the invoicing entity is one of the provider's own companies."""
-    cases = []
-    for name, words in PROVIDER_ENTITIES.items():
-        starts = " OR ".join(f"lower({issuer}) LIKE '{word}%'" for word in words)
-        cases.append(f"(lower({provider}) = '{name}' AND ({starts}))")
-    return "(" + " OR ".join(cases) + ")"
-
-
 def conform_sql(source: str, version: str, extra: tuple[str, ...] = (), taxed: str = "export_taxed") -> str:
     """SELECT every FOCUS column of `version` (conforming, see the module docstring), then the
     extension columns, then `extra` columns as they are, from relation `source` (the `costs`
@@ -213,7 +199,8 @@ def conform_sql(source: str, version: str, extra: tuple[str, ...] = (), taxed: s
     before once, so the lines stream: a step read twice is materialized (DuckDB holds every
     line of the period in memory: 10 GB for 10M lines)."""
     columns = [*FOCUS_COLUMNS[version], *EXTENSIONS, INVOICING_ENTITY, *extra]
-    return (f"WITH conform1 AS ({_step1(source)}), conform2 AS ({_step2()}), conform3 AS ({taxes_sql('conform2', taxed)}), "
+    return (f"WITH conform1 AS ({_step1(source)}), conform2 AS ({_step2()}), "
+            f"conform3 AS ({taxes_sql('conform2', taxed)}), "
             f"conform4 AS ({_step4()}) SELECT {', '.join(_output(name) for name in columns)} FROM conform4")
 
 
@@ -236,7 +223,7 @@ def _step1(source: str) -> str:
     category = _text("ChargeCategory")
     replaced.update({
         "PublisherName": f"coalesce({_text('PublisherName')}, {provider})",
-        "InvoiceIssuerName": f"CASE WHEN {issuer} IS NULL OR {_own_entity(issuer, provider)} THEN {provider} "
+        "InvoiceIssuerName": f"CASE WHEN {issuer} IS NULL OR {own_entity_sql(issuer, provider)} THEN {provider} "
                              f"ELSE {issuer} END",
         "ChargeFrequency": f"coalesce({_text('ChargeFrequency')}, "
                            f"CASE WHEN {category} = 'Usage' THEN 'Usage-Based' ELSE 'One-Time' END)",
@@ -271,8 +258,11 @@ def _step2() -> str:
     covered = "CommitmentDiscountStatus IN ('Used', 'Unused')"
     contracted = f"coalesce(ContractedCost, {_product('line_contracted_product')}, BilledCost, " \
                  "EffectiveCost)"
+    billed = f"coalesce(BilledCost, CASE WHEN {covered} OR billed_elsewhere THEN 0 ELSE EffectiveCost END)"
     replaced = {
-        "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} OR billed_elsewhere THEN 0 ELSE EffectiveCost END)",
+        "BilledCost": billed,
+        # a third party's line billing a cost (invoice_issuers: FOCUS bills it 0): the payment is on this bill
+        "InvoiceIssuerName": f"CASE WHEN {billed} <> 0 THEN ProviderName ELSE InvoiceIssuerName END",
         "EffectiveCost": EFFECTIVE,
         "ContractedCost": f"CASE WHEN counted_elsewhere THEN CAST(0 AS {MONEY}) "
                           f"WHEN ChargeCategory = 'Tax' THEN ContractedCost "
