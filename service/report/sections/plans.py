@@ -31,6 +31,7 @@ from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
 from service.report.plan_failures import failures_note, plan_failures, plan_runs
 from service.report.plan_later_runs import judged, later_days, later_runs, later_runs_note
+from service.report.plan_outside import outside_note
 from service.report.plan_windows import counted_until, overlaps, priced_until
 from service.report.model import Chart, Column, Section, Table
 
@@ -242,6 +243,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         status = _status(plan, until, (data[0], ends), actual, found, counted)
         failures = plan_failures(config, in_runs, plan, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
+        notes += [note] if (note := outside_note(config, in_runs, plan, actual)) else []
         if status == "nothing spent yet":
             notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
