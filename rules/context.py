@@ -44,6 +44,7 @@ class DailySpend:
     currency: str | None
     cost: Decimal
     unallocated: bool = False  # `value` is the dimension's `default`: nothing placed these lines
+    idle: str | None = None  # the cluster whose idle these lines are (hours no job used); None: not idle, or not asked
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class OwnerLookup(Protocol):
     def __call__(self, resource_ids: Sequence[str], /) -> Mapping[str, Owner]: ...
 
 
-DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_tag_keys", "day")
+DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_tag_keys", "day", "idle")
 
 
 class DirectDaily(Protocol):

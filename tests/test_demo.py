@@ -104,12 +104,15 @@ def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(demo_run)
     unallocated = {f.resource_id: f for f in found if f.rule == "unallocated-spend"}
     # The Slurm cluster's nodes name no team, project or experiment: their jobs take what they
     # held, and the idle rest stays with the nodes' own (missing) team, so those nodes (tagged
-    # with the cluster and node only) still lead team's unallocated spend.
+    # with the cluster and node only) still lead team's unallocated spend: named as the cluster's
+    # idle, GPU hours no job used, not as their node tag no alias reads, which would place nothing.
     assert set(unallocated) == {"unallocated:experiment", "unallocated:project", "unallocated:team"}
     team = unallocated["unallocated:team"].evidence
-    assert {r["value"] for r in team["top_resources"]} <= set(result.generation.organisation.clusters[0].nodes.values())
+    cluster = result.generation.organisation.clusters[0]
+    assert {r["value"] for r in team["top_resources"]} <= set(cluster.nodes.values())
+    assert [c["value"] for c in team["idle_clusters"]] == [cluster.name]
     uncovered = {k["key"] for k in team["uncovered_tag_keys"]}
-    assert "user_slurm_node" in uncovered and "user_cluster" not in uncovered  # the cluster dimension reads it
+    assert "user_slurm_node" not in uncovered and "user_cluster" not in uncovered  # the cluster dimension reads it
     for finding in unallocated.values():
         assert finding.evidence["top_services"] and finding.evidence["top_resources"]
         # the demo's attribution reads `owner-team` too, so no owner key is left uncovered

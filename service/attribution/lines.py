@@ -44,7 +44,8 @@ VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
 ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
 BATCH = 50_000
 COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "RegionId", "usage_type": "x_usage_type",
-          "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day"}  # of rules.context.DETAIL
+          "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day",
+          "idle": "idle_of"}  # of rules.context.DETAIL
 
 
 def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = (),
@@ -106,11 +107,14 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
                      f"lambda k: NOT list_contains(CAST({params.bind(covered, 'covered')} AS VARCHAR[]), k)))"
                      if tagged else "NULL")
         named = ", ".join(f"{expr} AS {name}" for expr, name in zip(plan, VALUE_COLUMNS[1:]))
+        # a cluster's idle part is placed `idle:<cluster>` (allocation.py): no job's, no tag would place it
+        idle = "CASE WHEN starts_with(a_how, 'idle:') THEN substr(a_how, 6) END" if allocation else "NULL"
         keys = ["dim_n", *VALUE_COLUMNS, *ALWAYS, *(COLUMN[field] for field in by)]
         # what is the line's own (its plan, tag keys, day) is computed once, before the lines are repeated
         sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {value} AS "
                f"{VALUE_COLUMNS[0]} FROM (SELECT *, {named}, {uncovered} AS uncovered_keys, CAST(cp_start AS DATE) "
-               "AS day FROM attributed WHERE cp_end <= cp_start + INTERVAL 1 DAY) AS lines, "
+               f"AS day, CAST({idle} AS VARCHAR) AS idle_of FROM attributed "
+               "WHERE cp_end <= cp_start + INTERVAL 1 DAY) AS lines, "
                f"range({len(dimensions)}) AS dims(dim_n) WHERE shared IS NULL "
                f"OR NOT list_contains(CAST({split_rules} AS INTEGER[][])[dim_n + 1], shared)) AS repeated "
                "GROUP BY " + ", ".join(keys))
