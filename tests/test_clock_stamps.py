@@ -79,3 +79,23 @@ def test_a_stamp_within_the_clock_skew_is_not_said_ahead(tmp_path, monkeypatch):
     lake_ahead(tmp_path, monkeypatch, timedelta(minutes=1))
     result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--format", "json"])
     assert result.exit_code == 0 and "ahead: " not in result.stderr
+
+
+def test_an_orphaned_sources_stamps_are_not_said_ahead_its_orphaning_is_said_once(tmp_path, monkeypatch):
+    """break51b: after sources were renamed, /api/v1/status's notes listed an 'ahead' stamp for each period of
+    every orphaned source (15 lines of noise), and not that they were orphaned. The source renamed here (bill →
+    bill-renamed, never ingested): the API's notes say bill is orphaned, once, and `status` says no 'ahead:'."""
+    from prometheus_client import CollectorRegistry
+
+    from service.serve.app import Api
+
+    config, _ = lake_ahead(tmp_path, monkeypatch, timedelta(days=40))
+    renamed = json.loads((tmp_path / "spendlake.yaml").read_text())
+    renamed["sources"][0]["name"] = "bill-renamed"
+    (tmp_path / "spendlake.yaml").write_text(json.dumps(renamed))
+    body = json.loads(Api(parse_config(renamed), CollectorRegistry()).handle("/api/v1/status", {}, None).body)
+    [note] = body["notes"]
+    assert note.startswith("orphaned: bill is not in the config but the lake holds it ("), note
+    assert "`spendlake forget bill` removes it" in note
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--format", "json"])
+    assert "ahead: " not in result.stderr and "orphaned: bill is not in the config" in result.stderr, result.stderr

@@ -273,11 +273,10 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     """What the lake holds: each source's freshness, then one row per billing period and currency
     (CSV and JSON hold one table: the partitions, or with --sources the freshness, and a row per
     line the table says of the lake's files beside it: skipped copies, derived files' damage)."""
-    from service.core.coverage import stamped_ahead
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
-    from service.ingest.status import (NOTE_COLUMNS, STATUS_COLUMNS, freshness_notes, lake_notes, orphan_lines,
-                                       status as lake_status, with_notes)
+    from service.ingest.status import (NOTE_COLUMNS, STATUS_COLUMNS, ahead_lines, freshness_notes, lake_notes,
+                                       orphan_lines, status as lake_status, with_notes)
 
     table = (fmt or default_format()) == "table"
     sources = source_freshness(obj.config, obj.lake, utc_now())
@@ -302,7 +301,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
              right=("rows", "billed_cost", "effective_cost"), whole=("billing_period", "currency", "billed_cost", "check"))
     else:
         emit(with_notes(rows, STATUS_COLUMNS, notes), [*STATUS_COLUMNS, *NOTE_COLUMNS], fmt)
-    for line in stamped_ahead(obj.lake.ledger(), utc_now()):
+    for line in ahead_lines(obj.lake, utc_now()):
         click.echo(f"ahead: {line}", err=True)
     for line in orphan_lines(obj.lake):
         click.echo(line, err=True)

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from service.core import bill_overlap, derived_records, derived_sweep
 from service.core.claims import other_configs
+from service.core.coverage import stamped_ahead
 from service.core.lake import Lake
 from service.core.output import one_line
 from service.core.serving import served_note
@@ -61,6 +63,13 @@ def lake_notes(lake: Lake) -> list[Note]:
     `source` the first of them), and the derived files' damage."""
     return (copies_skipped(lake) + [Note("overlap", o.sentence(), o.sources[0]) for o in bill_overlap.lake_overlaps(lake)]
             + [Note("derived", line) for line in derived_damage(lake)])
+
+
+def ahead_lines(lake: Lake, now: datetime) -> list[str]:
+    """stamped_ahead's sentences (`status`'s `ahead:` lines, /api/v1/status's notes) of the sources the
+    config counts: an orphaned source's periods are said once, by orphan_lines, not a stamp each (a
+    service whose clock was put right after sources were renamed said 15 lines of the old names')."""
+    return stamped_ahead([entry for entry in lake.ledger() if lake.counts(entry.source)], now)
 
 
 def orphan_lines(lake: Lake) -> list[str]:

@@ -30,13 +30,13 @@ from service.core.config import Config
 from service.core.errors import (ConfigError, DataError, LakeBusyError, ResourceError, SpendlakeError, UsageError,
                                  damaged_lake_file)
 from service.core.lake import Lake
-from service.core.coverage import data_end, stamped_ahead
+from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
 from service.core.lake_damage import unnamed_damage
 from service.serve.http import Response, error_response, json_response
 from service.serve.reports import PAGE_PARAMS, Reports, page_params
-from service.ingest.status import lake_notes, status as lake_status, with_notes
+from service.ingest.status import ahead_lines, lake_notes, orphan_lines, status as lake_status, with_notes
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,8 @@ class Api:
             "sources": with_notes([row.to_json() for row in source_freshness(self.config, self.lake, now)], (), ()),
             "jobs": self.lake.read_state("jobs"),
             "periods": lake_status(self.lake),
-            "notes": stamped_ahead(self.lake.ledger(), now),  # `spendlake status`'s `ahead:` lines
+            # `spendlake status`'s `ahead:` lines of the sources it counts, and a line per orphaned source
+            "notes": ahead_lines(self.lake, now) + orphan_lines(self.lake),
             # its `copies:` and `derived:` lines, as its JSON's note rows: source, note_kind, note
             "lake_notes": [note.row(()) for note in lake_notes(self.lake)],
         })
