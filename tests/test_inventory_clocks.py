@@ -121,3 +121,25 @@ def test_a_clock_behind_by_under_a_day_sets_a_right_snapshot_aside_and_moving_it
     shutil.move(aside, tmp_path / "lake" / "jobs" / "source=trace" / "snapshot_date=2024-10-02" / "data.parquet")
     assert sorted(jobs(tmp_path, days)) == [("7", "2024-10-01"), ("7", "2024-10-02")]  # read again, unrecorded
     assert all(check.ok for check in snapshot_ledger.snapshot_checks(Lake.of(config)))
+
+
+def test_a_snapshot_set_aside_takes_its_kept_name_with_it(tmp_path, monkeypatch):
+    """break51b: jobs/source=p4-jobs/snapshot_date=<tomorrow>/ kept a lone kept-<sha256>.parquet after its
+    data.parquet was set aside: its other link, under _damaged/, kept sweep from ever taking it. Reads and verify
+    read data.parquet and records only, so none counted it; it is removed with the set-aside now, the bytes kept
+    once, under _damaged/, and the folder stays for a file moved back."""
+    from service.core.snapshot_pins import KEPT
+
+    path, config = setup(tmp_path, billing=False)
+    wall = datetime.now(timezone.utc)
+    path.write_text(RUNNING)
+    ahead = wall + timedelta(days=2)
+    with monkeypatch.context() as clock:
+        stamped(clock, ahead)
+        assert run_inventory(config, now=ahead)[0].error is None
+    folder = tmp_path / "lake" / "jobs" / "source=trace" / f"snapshot_date={ahead:%Y-%m-%d}"
+    assert [p.name for p in folder.iterdir() if p.name.startswith(KEPT)]  # the lake keeps a link of each snapshot
+    path.write_text(ENDED)
+    assert run_inventory(config, now=wall)[0].error is None
+    [aside] = (tmp_path / "lake" / SET_ASIDE).rglob("*.parquet")
+    assert folder.is_dir() and list(folder.iterdir()) == [] and aside.stat().st_nlink == 1

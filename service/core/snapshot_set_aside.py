@@ -2,18 +2,22 @@
 removed: the writers' side of service/core/snapshot_ledger.py. A file set aside goes under
 `<lake>/_damaged/<table>/source=<s>/<key>=<v>/` (what is left of it kept for a look) and its
 record is removed, so reads go on with the snapshots that are whole and the command that owns
-the table writes it afresh."""
+the table writes it afresh. Its kept name (service/core/snapshot_pins.py) goes with it; its partition
+folder stays, where a file set aside by mistake is moved back (README)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from service.core.derived_records import DERIVED_RECORDS
+from service.core.files import listed
 from service.core.schema import INVENTORY_TABLES
 from service.core.snapshot_ledger import (RECORDS, SET_ASIDE, SnapshotCheck, SnapshotLake, forget_problems, record_file,
                                           snapshot_checks, sound)
+from service.core.snapshot_pins import KEPT
 from service.core.units import utc_now_iso
 
 
@@ -46,9 +50,27 @@ def _set_aside(lake: SnapshotLake, bad: list[SnapshotCheck]) -> list[SnapshotChe
             aside = lake.root / SET_ASIDE / check.key / f"{utc_now_iso().replace(':', '')}.parquet"
             aside.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(check.path, aside)
+            _unkept(Path(check.path).parent, aside)
         record_file(lake.root, Path(check.path)).unlink(missing_ok=True)
     forget_problems(lake, {c.key for c in bad})
     return bad
+
+
+def _unkept(folder: Path, aside: Path) -> None:
+    """The kept names of the file set aside as `aside` in its partition `folder` removed: a lone
+    kept-<sha256>.parquet stayed for good, its link under _damaged/ keeping sweep from taking it as a
+    replaced snapshot's last name. A reader that pinned it finds it gone and reads again
+    (snapshot.read_consistently), as after a sweep."""
+    try:
+        moved = aside.stat()
+    except FileNotFoundError:
+        return
+    for kept in listed(folder, f"{KEPT}*.parquet"):
+        try:
+            if os.path.samestat(kept.stat(), moved):
+                kept.unlink()
+        except FileNotFoundError:
+            continue  # another writer's sweep
 
 
 def forget_records(root: Path, table: str, source: str) -> None:
