@@ -9,7 +9,7 @@ a 2024-09 bill whose ChargePeriodEnd said 2099-01-01 moved the lake's data end t
 `status` called the source fresh for ever and `--since 7d` asked for 2098's last week. The day
 is the longest a usage line of a right export runs past either: a provider's month in local
 time runs past midnight UTC, and a daily line of today ends at tomorrow's midnight (the bill
-reaching a day past the real time, which service/ingest/inventory.py's BILL_SPAN allows too),
+reaching a day past the real time, which service/ingest/jobs_ahead.py's BILL_SPAN allows too),
 so such exports are neither cut nor warned of. The billing period's bound is read from the file
 alone (verify, and a ledger from before data_through was kept, find the same end); the commit's
 bounds a billing period itself dated ahead. The commit warns of the lines beyond (FUTURE_LINES)

@@ -25,19 +25,20 @@ from connectors.inventory_base import InventoryConnector, SnapshotPart
 from service.attribution import newly_ended, newly_unasked
 from service.core.claims import claim, refused
 from service.core.config import Config, InventorySource
-from service.core.coverage import STATE_KEY, data_end, parse_utc
-from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error, out_of_memory
+from service.core.coverage import STATE_KEY, parse_utc
+from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error, out_of_memory
 from service.core.job_windows import kept_earlier, window_fields, window_stamp
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.snapshot_ledger import SET_ASIDE, check_snapshot, read_record, sound
-from service.core.snapshot_set_aside import set_aside_damaged, set_aside_files
+from service.core.snapshot_set_aside import set_aside_damaged
 from service.core.stopping import raise_if_stopped
-from service.core.timewindow import CLOCK_SKEW, day_text, iso_utc
+from service.core.timewindow import day_text, iso_utc
 from service.core.units import aware_utc
 from service.ingest import inventory_inputs
 from service.ingest.freshness import record_refused, record_run, record_sources
+from service.ingest.jobs_ahead import set_aside_jobs_ahead, written_after
 from service.ingest.rollups import refresh_rollups
 from service.ingest.unlabelled_pods import say_unlabelled_pods
 
@@ -47,9 +48,6 @@ log = logging.getLogger(__name__)
 # the files read that day (now `<cluster>/<job_id>@<start>`, stable whatever files are read).
 OLD_JOBS_FILE_ID = r"#[0-9]+$"
 OLD_JOBS_FILE_IDS_UNTIL = "2026-12-03"  # the last snapshot date that can hold them: later ones are not read
-# The longest a usage line of an hourly or daily export spans: a bill whose usage reaches
-# further past this machine's clock was read by a clock ahead of it (data_end).
-BILL_SPAN = timedelta(days=1)
 
 
 @dataclass
@@ -115,7 +113,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         connector = CONNECTORS.get(kind)(source)
         outcome.skipped = getattr(connector, "passed_over", {})  # filled as the snapshot reads, told if it fails
         day = _snapshot_day(lake, source.name, now)
-        _set_aside_jobs_ahead(lake, source.name, now)
+        set_aside_jobs_ahead(lake, source.name, now, _wall())
         con = lake.writer(connector.local_paths())
         found = inventory_inputs.inputs(connector, source)
         last = found.last_read(lake, day, connector.feeds.partition_key == "snapshot_date") if found else None
@@ -208,50 +206,12 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
     if newest <= today:
         return today
     wall = _wall()
-    ahead = any(_written_after(lake, file, wall) is not False for file in files if file.parent.name.endswith(newest))
+    ahead = any(written_after(lake, file, wall) is not False for file in files if file.parent.name.endswith(newest))
     (log.warning if ahead else log.info)(
         "inventory source %s: its newest snapshot is dated %s, after this run's date %s (UTC; the clock that took it "
         "ran ahead): this run's snapshot replaces it, so the source's state is the one read last",
         source, newest, today)
     return newest
-
-
-def _set_aside_jobs_ahead(lake: Lake, source: str, now: datetime) -> None:
-    """The source's job snapshots dated after this run's day and stamped after the wall clock
-    (written by a clock that ran ahead): a job one saw running would outrank every record taken
-    since as the newest and run on until the calendar passed its date, then keep those weeks.
-    History is not replaced as a state is (`_snapshot_day`): set aside, kept for a look; the
-    snapshots taken before and after it hold the jobs. A snapshot without a stamp stays.
-
-    "That clock ran ahead" and "this clock is behind" look alike by the lake's own stamps (a
-    service that ran ahead stamped its deliveries ahead too); the bill is the one clock from
-    outside: usage it holds past this clock by more than a line spans (BILL_SPAN) has not
-    happened by this clock, so this clock is behind. Then nothing is moved: the source fails
-    naming both times."""
-    today, wall = now.strftime("%Y-%m-%d"), _wall()
-    ahead = sorted(folder / DATA_FILE for folder in lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*")
-                   if folder.name.split("=", 1)[1] > today and _written_after(lake, folder / DATA_FILE, wall))
-    usage = data_end(lake) if ahead else None
-    if usage and usage > wall + BILL_SPAN:
-        raise DataError(
-            f"the jobs snapshot {ahead[0].parent.name} of source {source} is dated after this run's day {today} and "
-            f"stamped after this machine's clock ({iso_utc(wall.replace(microsecond=0))}), and the bill's usage "
-            f"reaches {iso_utc(usage)}, over a day past this clock too: this clock is behind (unless an export's usage "
-            f"lines span a month); nothing was moved",
-            where=str(ahead[0]), hint=f"set the clock right (`date -u` against a time server); if it is right, a clock "
-                                      f"ran ahead when the snapshot was written: move the folder {ahead[0].parent} out "
-                                      f"of the lake (e.g. under {lake.root / SET_ASIDE}) and run inventory again")
-    for check in set_aside_files(lake, "jobs", source, ahead, "written by a clock that ran ahead"):
-        log.warning("inventory source %s: %s (its date is after this run's %s, its stamp after now): its running jobs "
-                    "would outrank every record taken since, so it was moved under %s", source, check.sentence(),
-                    today, lake.root / SET_ASIDE / check.key)
-
-
-def _written_after(lake: Lake, file: Path, wall: datetime) -> bool | None:
-    """True when the snapshot `file`'s record is stamped after the wall clock `wall` (the clock
-    that stamps records' written_at) by more than CLOCK_SKEW; None: it holds no stamp."""
-    stamp = (read_record(lake.root, file) or {}).get("written_at")
-    return None if stamp is None else parse_utc(stamp) > wall + CLOCK_SKEW
 
 
 def _wall() -> datetime:
