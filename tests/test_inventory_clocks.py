@@ -18,6 +18,7 @@ from service.ingest import inventory
 from service.ingest.billing import ingest
 from service.ingest.inventory import run_inventory
 from tests.test_jobs_file import jobs
+from tests.test_slurm_jobs_http import ANSWER, NOW, slurmrestd  # noqa: F401 (the fixture)
 
 HEADER = "job_id,start_time,end_time,gpus\n"
 RUNNING, ENDED = HEADER + "7,2024-09-20T10:00:00Z,,8\n", HEADER + "7,2024-09-20T10:00:00Z,2024-09-20T11:00:00Z,8\n"
@@ -143,3 +144,30 @@ def test_a_snapshot_set_aside_takes_its_kept_name_with_it(tmp_path, monkeypatch)
     assert run_inventory(config, now=wall)[0].error is None
     [aside] = (tmp_path / "lake" / SET_ASIDE).rglob("*.parquet")
     assert folder.is_dir() and list(folder.iterdir()) == [] and aside.stat().st_nlink == 1
+
+
+def test_a_clock_set_back_keeps_the_ended_jobs_only_the_window_snapshot_it_set_aside_held(tmp_path, slurmrestd,
+                                                                                           monkeypatch, caplog):
+    """break51b item 6: a clock set back a day takes the real day's jobs snapshot for one a clock ahead wrote and
+    sets it aside; a window source (slurmrestd, lookback_hours 6) reading from the clock's day then holds none
+    of the jobs that ended before its window, which were in no snapshot any more and, set aside, in no read.
+    slurmrestd's 10 ended records read at 2026-12-02 06:00 by a right clock; then, by a clock reading a day
+    earlier, an answer of none: the set-aside snapshot's ended records are kept in the new one, and the
+    snapshot is still set aside."""
+    url, server = slurmrestd
+    server.plan += [(200, ANSWER), (200, b'{"jobs": []}')]
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38", "lookback_hours": 6}]})
+    read = []
+    for clock_reads in (NOW, NOW - timedelta(days=1)):
+        with monkeypatch.context() as clock:
+            stamped(clock, clock_reads)
+            clock.setattr(inventory, "_wall", lambda: clock_reads)
+            assert run_inventory(config, now=clock_reads)[0].error is None
+        read = read or jobs(tmp_path, "record_id, state, end_time")
+    assert len(read) == 10 and all(end is not None for *_, end in read)
+    [aside] = (tmp_path / "lake" / SET_ASIDE).rglob("*.parquet")
+    assert "jobs/source=slurm/snapshot_date=2026-12-02" in str(aside)
+    assert jobs(tmp_path, "record_id, state, end_time") == read
+    assert {day for (day,) in jobs(tmp_path, "DISTINCT CAST(snapshot_date AS VARCHAR)")} == {"2026-12-01"}
+    assert "kept 10 ended job record(s) only the snapshots set aside held" in caplog.text

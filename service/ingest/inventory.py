@@ -38,7 +38,7 @@ from service.core.timewindow import day_text, iso_utc
 from service.core.units import aware_utc
 from service.ingest import inventory_inputs
 from service.ingest.freshness import record_refused, record_run, record_sources
-from service.ingest.jobs_ahead import set_aside_jobs_ahead, written_after
+from service.ingest.jobs_ahead import hold_ended, jobs_ahead, set_aside_ahead, with_ended, written_after
 from service.ingest.rollups import refresh_rollups
 from service.ingest.unlabelled_pods import say_unlabelled_pods
 
@@ -113,21 +113,24 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         connector = CONNECTORS.get(kind)(source)
         outcome.skipped = getattr(connector, "passed_over", {})  # filled as the snapshot reads, told if it fails
         day = _snapshot_day(lake, source.name, now)
-        set_aside_jobs_ahead(lake, source.name, now, _wall())
+        ahead = jobs_ahead(lake, source.name, now, _wall())
         con = lake.writer(connector.local_paths())
         found = inventory_inputs.inputs(connector, source)
         last = found.last_read(lake, day, connector.feeds.partition_key == "snapshot_date") if found else None
         try:
+            # a window source's ended jobs only the snapshots a clock ahead wrote hold, kept in this one (jobs_ahead.py)
+            held = hold_ended(con, ahead) if _window(source, "jobs", now) else None
             if last:  # the files its last read read, whose partitions are in place: not read again
                 log.debug("inventory source %s: its files are those its last snapshot read: not read again", source.name)
                 outcome.unchanged, outcome.skipped, outcome.data_through = last.counts, last.skipped, last.data_through
                 files = last.files
             else:
                 with inventory_inputs.warnings_said() as said:
-                    files = _read_and_commit(lake, con, connector, source, outcome, day, now)
+                    files = _read_and_commit(lake, con, connector, source, outcome, day, now, held)
                 if found and not said:  # a warning is said again by the next run, which reads
                     found.remember(lake, day, files, outcome.rows | outcome.unchanged, outcome.skipped,
                                    outcome.data_through)
+            set_aside_ahead(lake, source.name, ahead, now)  # once read: a failed read loses nothing of them
             written = set(files.values())
             _set_aside_damaged(lake, source.name, written)
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in [*outcome.rows, *outcome.unchanged]):
@@ -158,9 +161,10 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
 
 
 def _read_and_commit(lake: Lake, con: duckdb.DuckDBPyConnection, connector: InventoryConnector,
-                     source: InventorySource, outcome: InventoryOutcome, day: str, now: datetime) -> dict[str, Path]:
+                     source: InventorySource, outcome: InventoryOutcome, day: str, now: datetime,
+                     held: str | None = None) -> dict[str, Path]:
     """Read the source and commit each of its partitions (`outcome`'s rows, or unchanged); each
-    part → its file."""
+    part → its file. `held`: hold_ended's table, whose records a jobs snapshot keeps."""
     written: dict[str, Path] = {}
     with lake.scratch() as scratch:
         for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
@@ -168,6 +172,7 @@ def _read_and_commit(lake: Lake, con: duckdb.DuckDBPyConnection, connector: Inve
             facts = _window(source, table, now)
             if table == "jobs":
                 relation, facts = _with_earlier(lake, con, relation, source.name, value, facts, now)
+                relation = with_ended(con, relation, source.name, held)
             relation = relation.order(", ".join(_sort_key(table)))
             before = read_record(lake.root, lake.partition_file(table, [("source", source.name), (key, value)]))
             try:
