@@ -45,6 +45,7 @@ class DailySpend:
     cost: Decimal
     unallocated: bool = False  # `value` is the dimension's `default`: nothing placed these lines
     idle: str | None = None  # the cluster whose idle these lines are (hours no job used); None: not idle, or not asked
+    job: bool | None = None  # these lines are cluster jobs' parts (their values the jobs'); None: not asked
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class OwnerLookup(Protocol):
     def __call__(self, resource_ids: Sequence[str], /) -> Mapping[str, Owner]: ...
 
 
-DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_tag_keys", "day", "idle")
+DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_tag_keys", "day", "idle", "job")
 
 
 class DirectDaily(Protocol):

@@ -18,7 +18,8 @@ dimension (stable id), seen while the share stays above. Evidence: the top unall
 services, accounts and resources by $, and the tag keys on those lines that no
 dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them; a shared GPU
 cluster's idle, hours no job used, is no job's whatever its instances' tags say, and is named as
-the cluster's idle, `idle_clusters`, not as missing tags), and the
+the cluster's idle, `idle_clusters`, not as missing tags; a cluster job's part takes the job's
+values, so its instance's tag keys are no cause either: `unlabelled_jobs_usd`, to label the jobs), and the
 window (`window_start`, `window_end`: the run's, ending at the data's end) — the likely fix is
 an alias or a virtual-tag rule — and what it does not count that `spendlake attribute` does
 (`not_counted`, also the summary's last sentence), so the two unallocated figures can be tied. Ignores: credits, refunds, tax and commitment purchases
@@ -49,7 +50,7 @@ from rules.counted_spend import CountedSpendConfig
 from service.core.folding import folded
 
 DIMENSION = r"^[a-z][a-z0-9_]{0,39}$"
-TOP_FIELDS = ("service", "account", "resource", "uncovered_tag_keys", "idle")  # the window's sums: no day
+TOP_FIELDS = ("service", "account", "resource", "uncovered_tag_keys", "idle", "job")  # the window's sums: no day
 
 
 class UnallocatedSpendConfig(CountedSpendConfig):
@@ -113,9 +114,11 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
             "unallocated_usd": money(unallocated), "monthly_unallocated_usd": money(monthly), "total_usd": money(total),
             "top_services": top_by_cost(lost, "service", cfg.top), "top_accounts": top_by_cost(lost, "account", cfg.top),
             "top_resources": top_by_cost(lost, "resource", cfg.top),
-            # a cluster's idle is no job's: no tag would place it, so its tag keys are no cause
-            "uncovered_tag_keys": uncovered_keys([r for r in lost if not r.idle], cfg.top),
+            # a cluster's idle is no job's: no tag would place it; a job's part takes the job's values: its
+            # instance's tag keys are no cause of either
+            "uncovered_tag_keys": uncovered_keys([r for r in lost if not r.idle and not r.job], cfg.top),
             "idle_clusters": top_by_cost(lost, "idle", cfg.top),
+            "unlabelled_jobs_usd": money(sum((r.cost for r in lost if r.job), Decimal(0))),
             "not_counted": self.not_counted(dimension),
         }
         named = [f"{label} {items[0]['value']} ({usd(Decimal(items[0]['cost_usd']))})"
@@ -124,9 +127,14 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         keys = ", ".join(k["key"] for k in evidence["uncovered_tag_keys"])
         idle = ", ".join(f"cluster {item['value']}'s idle ({usd(Decimal(item['cost_usd']))})"
                          for item in evidence["idle_clusters"])
+        unlabelled = Decimal(evidence["unlabelled_jobs_usd"])
+        jobs = (f"; {usd(unlabelled)} on cluster jobs that carry no {dimension}: label the jobs (the scheduler's "
+                f"comment or the pod's label it reads, or a rule of attribution.dimensions.{dimension})"
+                if unlabelled > 0 else "")
         summary = (f"{share}% of spend ({usd(unallocated)} of {usd(total)}) has no {dimension}"
                    f"{'; most on ' + ', '.join(named) if named else ''}"
                    f"{'; of it ' + idle + ': GPU hours no job used, which no tag places' if idle else ''}"
+                   f"{jobs}"
                    f"{'; tag keys no alias reads: ' + keys if keys else ''}."
                    f" Not counted, as `spendlake attribute` counts them: {'; '.join(evidence['not_counted'])}.")
         return self.finding(resource_id=f"unallocated:{dimension}", key=dimension, severity=self.severity(monthly),

@@ -311,22 +311,27 @@ def test_what_a_negation_leaves_of_its_covered_usage_stays_on_the_usages_values_
         ("pretrain", "SavingsPlanCoveredUsage", Decimal("7.5"))]
 
 
-def test_a_clusters_idle_is_named_as_its_idle_not_as_tag_keys_no_alias_reads(tmp_path):
+def test_a_clusters_idle_and_its_unlabelled_jobs_are_named_as_such_not_as_tag_keys_no_alias_reads(tmp_path):
     """break51b: on a cluster's nodes (tagged slurm-node and cluster) the idle hours, no job's, have no project by
-    nature, and the finding blamed 'tag keys no alias reads: slurm-node', a fix that places nothing. p5's i-a
-    ($80 an hour) ran llm's job from 10:00 to 11:00 and nothing after: its $80 of idle is named as cluster p5's
-    idle; the untagged bucket's Owner key is still named, as the cause it is."""
+    nature, and the finding blamed 'tag keys no alias reads: slurm-node', a fix that places nothing; nor does it
+    for a job's part, which takes the job's values. p5's i-a ($80 an hour) ran llm's job from 10:00 to 11:00 and
+    nothing after: its $80 of idle is named as cluster p5's idle; i-b ran a job carrying no project from 10:00 to
+    11:00: its $80 is named as jobs to label; the untagged bucket's Owner key is still named, as the cause it is."""
     from tests.test_clusters_allocation import gpu_line, job, setup
     from tests.test_runs import whole_config
 
     lines = [gpu_line("i-a", start=s, **{"slurm-node": "n1"}) for s in ("2026-11-02T10:00:00", "2026-11-02T11:00:00")]
+    lines.append(gpu_line("i-b", **{"slurm-node": "n2"}))
     lines.append(line("2026-11-02 10:00:00", "20", tags={"Owner": "alice"}, service="Amazon S3", resource="bucket-x"))
-    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], project="llm")]
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], project="llm"),
+            job("2", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-b"], team="nlp")]
     lake, _ = setup(tmp_path, lines, jobs)
     config = parse_config({**whole_config(tmp_path, lake), "rules": {"unallocated-spend": {"dimensions": ["project"]}}})
     [finding] = run_rules(config, only=["unallocated-spend"], dry_run=True).result.seen
-    assert (finding.evidence["unallocated_usd"], finding.evidence["total_usd"]) == ("100.00", "180.00")
+    assert (finding.evidence["unallocated_usd"], finding.evidence["total_usd"]) == ("180.00", "260.00")
     assert finding.evidence["idle_clusters"] == [{"value": "p5", "cost_usd": "80.00"}]
+    assert finding.evidence["unlabelled_jobs_usd"] == "80.00"
     assert finding.evidence["uncovered_tag_keys"] == [{"key": "Owner", "cost_usd": "20.00"}]
-    assert ("; of it cluster p5's idle ($80.00): GPU hours no job used, which no tag places; tag keys no alias "
-            "reads: Owner.") in finding.summary, finding.summary
+    assert ("; of it cluster p5's idle ($80.00): GPU hours no job used, which no tag places; $80.00 on cluster jobs "
+            "that carry no project: label the jobs (the scheduler's comment or the pod's label it reads, or a rule of "
+            "attribution.dimensions.project); tag keys no alias reads: Owner.") in finding.summary, finding.summary

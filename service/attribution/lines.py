@@ -45,7 +45,7 @@ ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' c
 BATCH = 50_000
 COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "RegionId", "usage_type": "x_usage_type",
           "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day",
-          "idle": "idle_of"}  # of rules.context.DETAIL
+          "idle": "idle_of", "job": "job_part"}  # of rules.context.DETAIL
 
 
 def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = (),
@@ -107,13 +107,15 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
                      f"lambda k: NOT list_contains(CAST({params.bind(covered, 'covered')} AS VARCHAR[]), k)))"
                      if tagged else "NULL")
         named = ", ".join(f"{expr} AS {name}" for expr, name in zip(plan, VALUE_COLUMNS[1:]))
-        # a cluster's idle part is placed `idle:<cluster>` (allocation.py): no job's, no tag would place it
-        idle = "CASE WHEN starts_with(a_how, 'idle:') THEN substr(a_how, 6) END" if allocation else "NULL"
+        # a cluster's idle part is placed `idle:<cluster>` (allocation.py): no job's, no tag would place it;
+        # a job's part `job:<id>...`: its values are the job's, its instance's tags no cause
+        idle, job = (("CASE WHEN starts_with(a_how, 'idle:') THEN substr(a_how, 6) END",
+                      "coalesce(starts_with(a_how, 'job:'), false)") if allocation else ("NULL", "false"))
         keys = ["dim_n", *VALUE_COLUMNS, *ALWAYS, *(COLUMN[field] for field in by)]
         # what is the line's own (its plan, tag keys, day) is computed once, before the lines are repeated
         sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {value} AS "
                f"{VALUE_COLUMNS[0]} FROM (SELECT *, {named}, {uncovered} AS uncovered_keys, CAST(cp_start AS DATE) "
-               f"AS day, CAST({idle} AS VARCHAR) AS idle_of FROM attributed "
+               f"AS day, CAST({idle} AS VARCHAR) AS idle_of, {job} AS job_part FROM attributed "
                "WHERE cp_end <= cp_start + INTERVAL 1 DAY) AS lines, "
                f"range({len(dimensions)}) AS dims(dim_n) WHERE shared IS NULL "
                f"OR NOT list_contains(CAST({split_rules} AS INTEGER[][])[dim_n + 1], shared)) AS repeated "
