@@ -27,6 +27,7 @@ import duckdb
 
 from connectors.csvfile import RESAVED_ID_PROBLEM, csv_header, ident, read_csv, unless_resaved_id
 from connectors.export_formats import looks_like
+from connectors.file_readers import columns_of, file_reader
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
 from service.core.hidden_columns import FILE_INDEX, rounded_away_sql
@@ -133,19 +134,19 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
             header = None if header_name is None else [header_name(field) for field in csv_header(path, uri)]
             relation, _ = read_csv(con, path, uri, types={m.lower(): money_type for m in money}, nullstr=nullstr,
                                    header=header)
-            blank_is_null = frozenset(_columns(relation) if "" in nullstr else ())
+            blank_is_null = frozenset(columns_of(relation) if "" in nullstr else ())
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the file", where=uri,
                                hint="check that it is a complete, UTF-8 export file") from None
     elif suffix in PARQUET_SUFFIXES:
-        relation = _reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
+        relation = file_reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
     elif suffix in JSON_SUFFIXES:
-        relation = _reader(con, "read_json", path, {"format": "auto", "sample_size": -1,
+        relation = file_reader(con, "read_json", path, {"format": "auto", "sample_size": -1,
                                                     "hive_partitioning": False}, uri)
     else:
         raise DataError(f"unsupported file type {suffix!r}", where=uri,
                         hint="expected CSV, CSV.gz, Parquet or JSON lines")
-    columns = _columns(relation)
+    columns = columns_of(relation)
     partitions = [(k, v) for k, v in hive_partitions(uri) if k.lower() not in columns]
     if partitions:  # a column written only into the folder names (Hive), e.g. SubAccountId=…/
         text = duckdb.sqltype("VARCHAR")
@@ -164,8 +165,8 @@ def _open_run(con: duckdb.DuckDBPyConnection, run: ParquetRun) -> Table:
         if path.stat().st_size == 0:
             raise DataError("the file is empty", where=uri,
                             hint="re-export it; an export with no rows still has a header")
-    relation = _reader(con, "read_parquet", [str(p) for p in run.paths], {"hive_partitioning": False}, run.uris[0])
-    columns = _columns(relation)
+    relation = file_reader(con, "read_parquet", [str(p) for p in run.paths], {"hive_partitioning": False}, run.uris[0])
+    columns = columns_of(relation)
     number = "CAST(file_index AS INTEGER)"
     text = duckdb.sqltype("VARCHAR")
     hive = []  # the files' folder keys are the same (same_schema_runs); their values differ
@@ -233,21 +234,6 @@ def hive_partitions(uri: str) -> list[tuple[str, str | None]]:
             found.pop(key.lower(), None)
             found[key.lower()] = (key, None if value in HIVE_NULLS else unquote(value))
     return list(found.values())
-
-
-def _reader(con: duckdb.DuckDBPyConnection, function: str, path: Path | list[str], options: dict[str, object],
-            uri: str) -> duckdb.DuckDBPyRelation:
-    """`SELECT * FROM function(path, option = value, ...)` with the path and values bound."""
-    named = "".join(f", {name} = ?" for name in options)
-    try:
-        return con.sql(f"SELECT * FROM {function}(?{named})", params=[path if isinstance(path, list) else str(path), *options.values()])
-    except duckdb.Error as exc:
-        raise duckdb_error(exc, "cannot read the file", where=uri,
-                           hint="check that it is a complete, UTF-8 export file") from None
-
-
-def _columns(relation: duckdb.DuckDBPyRelation) -> dict[str, tuple[str, duckdb.DuckDBPyType]]:
-    return {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
 
 
 # ---- typed expressions ---------------------------------------------------------------------
