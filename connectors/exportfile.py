@@ -27,7 +27,7 @@ import duckdb
 
 from connectors.csvfile import RESAVED_ID_PROBLEM, csv_header, ident, read_csv, unless_resaved_id
 from connectors.export_formats import looks_like
-from connectors.file_readers import columns_of, file_reader
+from connectors.file_readers import columns_of, file_reader, json_reader
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
 from service.core.hidden_columns import FILE_INDEX, rounded_away_sql
@@ -141,8 +141,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
     elif suffix in PARQUET_SUFFIXES:
         relation = file_reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
     elif suffix in JSON_SUFFIXES:
-        relation = file_reader(con, "read_json", path, {"format": "auto", "sample_size": -1,
-                                                    "hive_partitioning": False}, uri)
+        relation = json_reader(con, path, uri)
     else:
         raise DataError(f"unsupported file type {suffix!r}", where=uri,
                         hint="expected CSV, CSV.gz, Parquet or JSON lines")
