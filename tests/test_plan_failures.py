@@ -206,6 +206,39 @@ def test_a_later_run_not_registered_that_a_plans_actual_counts_after_its_runs_en
     assert [row["later_runs"] for row in found.rows] == [None, None]
 
 
+def test_a_later_run_a_narrower_registered_plan_counts_stays_in_the_plans_actual_not_set_apart_as_no_plans(tmp_path):
+    """review51 item 1: llm-all (project llm, its run to 10:45, a day's storage kept) and e1-r2 (experiment e1,
+    from 11:00: narrower, so it leaves llm-all's window alone); r2 (e1, 11:00 to 12:00, $80) is in e1-r2's actual.
+    llm-all set it apart as 'in no plan's actual, register it' ($40 and later_runs $80): it stays in llm-all's
+    actual ($120), and the note says both count it."""
+    from datetime import datetime, timezone
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    from tests.test_failed_reruns import OWNER
+    from service.core.lake import Lake
+    from service.planning.plans import Plan
+    from service.planning.estimate import Span
+
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1", **OWNER),
+            job("2", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r2", **OWNER)]
+    lake, _ = setup(tmp_path, [gpu_line("i-a", start=s) for s in ("2026-11-02T10:00:00", "2026-11-02T11:00:00")], jobs)
+    cfg = parse_config(whole_config(tmp_path, lake))
+    lake = Lake.of(cfg)
+    register_plan(lake, Plan(name="llm-all", project="llm", experiment=None,
+                             start=datetime(2026, 11, 2, tzinfo=timezone.utc), run_hours=Span(D("10.75"), D("10.75")),
+                             retention_days=1, compute_cost=Span(D(100), D(100)), storage_cost=Span(D(0), D(0)),
+                             inputs={}))
+    register_plan(lake, Plan(name="e1-r2", project="llm", experiment="e1",
+                             start=datetime(2026, 11, 2, 11, tzinfo=timezone.utc), run_hours=Span(D(1), D(1)),
+                             retention_days=0, compute_cost=Span(D(80), D(80)), storage_cost=Span(D(0), D(0)),
+                             inputs={}))
+    found = plans_as_of(cfg, lake, DAY)
+    assert {row["plan"]: (row["actual_to_date"].quantize(D("0.01")), row["later_runs"]) for row in found.rows} == {
+        "llm-all": (D("120.00"), None), "e1-r2": (D("80.00"), None)}, found.rows
+    assert not [note for note in found.notes if "in no plan's actual" in note], found.notes
+    assert ("plans e1-r2 and llm-all cover the same spend (project llm, experiment e1 from 2026-11-02 11:00 to "
+            "2026-11-02 12:00 UTC): each one's actual counts it.") in found.notes, found.notes
+
+
 def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_named_are_the_costliest_three():
     """small50: the demo's plan on llama-405b from 11-01 named run 41537 (USD 157.75) and 20 more (USD 1,039.08),
     ad-hoc jobs by their ids, of an actual of USD 798,000: noise. A later run is named where it comes to 1% of the

@@ -6,7 +6,10 @@ the plans section sets them apart: their cost per day (`later_days`: attribute's
 plan's window, as its actual is read) is taken out of the plan's actual and its chart, shown as
 `later_runs`, and the note names them and how to set them against a plan of their own: register
 the run (`spendlake estimate ... --register NAME --start DAY`) with the plan's scope or the whole
-project's (a narrower one does not end the plan's actual: sections/plans.py).
+project's (a narrower one does not end the plan's actual: sections/plans.py). A run another
+registered plan counts (`held`: a narrower later plan's, its scope and window holding the run's
+attempts) is no run not registered: it stays in the actual, as in the other's, and overlaps
+(plan_windows.py) says both count it; the note's "in no plan's actual" stays true.
 
 A later run is one of the plan's scope whose every attempt with a cost in the plan's window
 (`plan_runs`: to where its actual ends) started at or after its run's end: the plan's own run
@@ -26,7 +29,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from shlex import quote
 
-from rules.context import RunCost
+from rules.context import JobAttempt, RunCost
 from service.attribution import attribute
 from service.core.config import Config
 from service.core.folding import folded
@@ -36,6 +39,7 @@ from service.core.timewindow import Window, minute_text
 from service.core.units import amounts_text
 from service.planning.plans import Plan
 from service.report.plan_failures import of_plan
+from service.report.plan_windows import counted_until
 
 MIN_SHARE = Decimal("0.01")  # of the plan's actual: a later run below it alone is no second run
 TOGETHER_SHARE = Decimal("0.05")  # of the plan's actual: later runs below it together are no second run
@@ -43,17 +47,37 @@ NAMED = 3
 LaterRun = tuple[str, datetime, Decimal]  # the run, its first attempt's start (naive UTC), its USD of the plan's scope
 
 
-def later_runs(runs: Sequence[RunCost] | None, plan: Plan) -> list[LaterRun]:
-    """Those of `runs` (plan_runs: None without job records) that began after the plan's run's end, the costliest first."""
-    ended = plan.end.astimezone(timezone.utc).replace(tzinfo=None)  # attempts' times are naive UTC
+def later_runs(runs: Sequence[RunCost] | None, plan: Plan, plans: Sequence[Plan]) -> list[LaterRun]:
+    """Those of `runs` (plan_runs: None without job records) that began after the plan's run's end, the
+    costliest first, but those another of the registered `plans` counts (`held`): in its actual, they
+    stay in this one's too (overlaps says both count them), not set apart as in no plan's."""
+    ended = _naive(plan.end)
     found = []
     for run in runs or ():
         starts = [a.start for a in run.attempts if a.start is not None]
         ours = [a for a in run.attempts if a.currency == "USD" and of_plan(plan, a.owner or run.owner)]
         cost = sum((a.cost for a in ours), Decimal(0))
-        if cost and starts and min(starts) >= ended:
+        if cost and starts and min(starts) >= ended and not held(run, ours, plan, plans):
             found.append((run.run, min(starts), cost))
     return sorted(found, key=lambda item: (-item[2], item[0]))
+
+
+def held(run: RunCost, attempts: Sequence[JobAttempt], plan: Plan, plans: Sequence[Plan]) -> bool:
+    """Whether a registered plan other than `plan` counts some of `attempts` (the run's): of its
+    scope, and running in its window as counted (from its start to counted_until)."""
+    for other in plans:
+        if other is plan:
+            continue
+        since, until = _naive(other.start), _naive(counted_until(other, plans)[0])
+        if any(of_plan(other, a.owner or run.owner) and a.start is not None and a.start < until
+               and (a.end is None or a.end > since) for a in attempts):
+            return True
+    return False
+
+
+def _naive(moment: datetime) -> datetime:
+    """A plan's time as attempts' times are: naive UTC."""
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)
 
 
 def judged(runs: list[LaterRun], actual: Decimal) -> bool:

@@ -232,7 +232,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
                   for _, sentence in unmatched]
         in_runs = plan_runs(runs, plan, in_window)  # None without job records
         # a second run not registered, begun after its run's end: out of its actual day by day (plan_later_runs.py)
-        apart, begun = None, later_runs(in_runs, plan)
+        apart, begun = None, later_runs(in_runs, plan, plans)
         if judged(begun, actual):
             days = later_days(config, lake, plan, begun, Window(plan.start, in_window), snapshot, _where(plan))
             apart = sum(days.values(), Decimal(0))
