@@ -111,3 +111,23 @@ def test_a_delivery_without_effective_cost_in_the_charts_days_before_the_month_i
     assert note.startswith("Billed cost of the clusters' instances: cur 2026-10, holding them, delivered no "
                            "effective") and ", billed" in chart, note
     assert sum(r["cost"] for r in tables["cluster_cost_by_job_type"]) == D(160)
+
+
+def test_a_bill_holding_the_clusters_without_effective_cost_is_named_and_left_out_of_the_billed_sections_figures(
+        tmp_path):
+    # review51 item 2: billed by default, the note's effective figures counted an Azure actual-cost export's
+    # instance (no effective cost) as $0 effective: "effective is $130.00 where billed $160.00 ($30.00 less: ...
+    # an upfront fee, a discount)". The AWS bill's lines alone are $50 more effective; Azure's is not known.
+    lines = [gpu_line("i-a"), {**gpu_line("i-b", cost="0"), "effective": "50"}]
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1"),
+            job("2", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="r2"),
+            job("3", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-c"], run_id="r3")]
+    lake, _ = setup(tmp_path, lines, jobs)
+    add_source(lake, "azure", [{**gpu_line("i-c"), "effective": None}])
+    tables, note, chart = section_tables(config({"clusters": {}}, lake), lake)
+    assert [(r["cost"], r["idle"]) for r in tables["cluster_idle"]] == [(D(160), D(0))] and ", billed" in chart
+    assert note.endswith(" The clusters' instances' effective (amortized) cost this month, in the bills holding them "
+                         "that have it, is $130.00 where they are billed $80.00 ($50.00 more: a Savings Plan or "
+                         "reservation covers hours billed $0 here); azure 2026-11, holding them too, delivered no "
+                         "effective cost (not in these figures), so `report.clusters_cost: effective` would show "
+                         "billed."), note

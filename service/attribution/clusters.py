@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -106,14 +106,15 @@ def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window
                          Needs(usage_dims(config), (cost,)))
 
 
-def cluster_totals(lake: Lake, config: AttributionConfig | Config, window: Window, *,
-                   cost: str = "billed") -> tuple[ClusterCost, ...]:
+def cluster_totals(lake: Lake, config: AttributionConfig | Config, window: Window, *, cost: str = "billed",
+                   partitions: Collection[tuple[str, str]] | None = None) -> tuple[ClusterCost, ...]:
     """`cluster_usage`'s clusters alone, summed in SQL (`placed_totals`): what the clusters' instances
-    cost in `window`, without a row per job."""
+    cost in `window`, without a row per job; of the lines of these (source, billing period) bills
+    alone where `partitions` names them."""
     engine = engine_of(config)
     config = with_clusters(config)
     return read_sessions(lake, config, engine, lambda session: () if session is None else placed_totals(
-        session, config, window, cost).clusters, Needs(usage_dims(config), (cost,)))
+        session, config, window, cost, partitions).clusters, Needs(usage_dims(config), (cost,)))
 
 
 def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
@@ -158,13 +159,17 @@ def _cluster_rows(clusters: dict[tuple, list[Decimal]], spell: dict[tuple[str, s
         key=lambda c: (c.currency or "", -c.cost, c.cluster)))
 
 
-def placed_totals(session: RollupSession, config: AttributionConfig, window: Window, cost: str) -> PlacedTotals:
-    """`usage_in`'s runs() and clusters, summed by run and cluster in SQL (module docstring)."""
+def placed_totals(session: RollupSession, config: AttributionConfig, window: Window, cost: str,
+                  partitions: Collection[tuple[str, str]] | None = None) -> PlacedTotals:
+    """`usage_in`'s runs() and clusters, summed by run and cluster in SQL (module docstring); of
+    the lines of the (source, billing period) `partitions` alone where given."""
     dims = tuple(dict.fromkeys(["run", "cluster", *(r.by for r in config.shared)]))
     runs: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     spell = session.spellings(["run", "cluster"])
-    for kind, _, currency, values, amount, _, _ in _placed(session, config, dims, window, cost, by_job=False):
+    for kind, _, currency, values, amount, partition, _ in _placed(session, config, dims, window, cost, by_job=False):
+        if partitions is not None and partition not in partitions:
+            continue
         run, cluster = values[0], values[1]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":

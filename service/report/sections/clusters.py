@@ -9,7 +9,9 @@ wherever it is read. A node on a Savings Plan or reservation is billed 0 for its
 commitment's fee is its own line, on no run): where the clusters' instances' effective (amortized)
 cost this month differs from their billed (their own lines, read at both costs only where a bill
 holding them has two), the note gives both and names `report.clusters_cost: effective`, which
-shows each run its share of the commitment (`spendlake runs --cost effective`). Effective is
+shows each run its share of the commitment (`spendlake runs --cost effective`); a bill holding
+them without effective cost (an Azure actual-cost export) is named and left out of both figures.
+Effective is
 shown billed where a bill holding the clusters' instances over the days the section reads (the
 month, and the chart's last TREND_DAYS days) delivered no effective cost (an Azure actual-cost
 export, which would count as 0), the note naming those bills; a bill of other lines (an Azure
@@ -53,9 +55,13 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     if not usage.clusters:
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
     names = {c.cluster for c in usage.clusters}
-    # the clusters' own lines at both costs over the month, read only where a bill holding them has two
-    amortized = effective_apart(config, lake, month, usage.clusters) if cost == "billed" and not lacking and \
-        differing(lake, usage.partitions) else ""
+    # shown billed as asked (the default): the clusters' own lines at both costs over the month, of the bills
+    # holding them that have both (`without`: those lacking effective), read only where one of those has two
+    asked = cost == "billed" and not lacking
+    without = held_by(lacking_cost(lake, "effective", month), usage.partitions) if asked else []
+    both = frozenset(p for p in usage.partitions if f"{p[0]} {p[1]}" not in without)
+    amortized = effective_apart(config, lake, month, usage.clusters, both if without else None) \
+        if asked and differing(lake, both) else ""
     # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
     unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
     del usage
@@ -65,7 +71,11 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
             f"(amortized) cost, which would count as 0, so billed is shown for all (a node on a Savings Plan or "
             f"reservation is billed $0 for its hours); placed on jobs by the GPU-seconds they held, what no job held "
             f"is the cluster's idle.") if lacking else COST_NOTES[cost]
-    if amortized:
+    if amortized and without:  # the bills lacking it hold the clusters too: what they cost effective is not known
+        note += (f" The clusters' instances' effective (amortized) cost this month, in the bills holding them that "
+                 f"have it, {amortized}; {', '.join(without)}, holding them too, delivered no effective cost (not in "
+                 f"these figures), so `report.clusters_cost: effective` would show billed.")
+    elif amortized:
         note += (f" The clusters' instances' effective (amortized) cost this month {amortized}; "
                  f"`report.clusters_cost: effective` shows each run its share of the commitment.")
     return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [], note=note)]
@@ -75,23 +85,31 @@ def lacking_effective(config: Config, lake: Lake, window: Window) -> list[str]:
     """`source period` of each delivery of the window's months that holds lines of the clusters'
     instances (jobs' or idle parts) and no effective cost; only read (allocated) when some delivery lacks it."""
     lacking = lacking_cost(lake, "effective", window)
-    if not lacking:
-        return []
-    held = {f"{source} {period}" for source, period in cluster_usage(lake, config, window).partitions}
-    return [delivery for delivery in lacking if delivery in held]
+    return held_by(lacking, cluster_usage(lake, config, window).partitions) if lacking else []
 
 
-def differing(lake: Lake, partitions: frozenset[tuple[str, str]]) -> list[str]:
-    """`source period` of each of these bills whose effective cost differs from its billed in a currency."""
-    return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger() if e.key in partitions
-                  and any(t.effective_cost is not None and t.effective_cost != t.billed_cost for t in e.totals))
+def held_by(deliveries: list[str], partitions: frozenset[tuple[str, str]]) -> list[str]:
+    """Those of `deliveries` (`source period`) among the (source, billing period) `partitions`."""
+    held = {f"{source} {period}" for source, period in partitions}
+    return [delivery for delivery in deliveries if delivery in held]
 
 
-def effective_apart(config: Config, lake: Lake, month: Window, billed: tuple[ClusterCost, ...]) -> str:
+def differing(lake: Lake, partitions: frozenset[tuple[str, str]]) -> bool:
+    """Whether one of these bills has an effective cost other than its billed in a currency."""
+    return any(e.key in partitions and any(t.effective_cost is not None and t.effective_cost != t.billed_cost
+                                           for t in e.totals) for e in lake.ledger())
+
+
+def effective_apart(config: Config, lake: Lake, month: Window, billed: tuple[ClusterCost, ...],
+                    partitions: frozenset[tuple[str, str]] | None = None) -> str:
     """Per currency where the clusters' instances' effective cost over `month` differs from their
     `billed` (cluster_usage's clusters) by a cent or more: 'is $130.00 where they are billed $80.00
-    ($50.00 more: ...)'; '' where none does (a bill's other lines differ, not theirs)."""
-    effective = cluster_totals(lake, config, month, cost="effective")
+    ($50.00 more: ...)'; '' where none does (a bill's other lines differ, not theirs). With
+    `partitions` (the bills holding them that have both costs, where another lacks effective) both
+    are of those bills' lines alone, `billed` read again."""
+    if partitions is not None:
+        billed = cluster_totals(lake, config, month, cost="billed", partitions=partitions)
+    effective = cluster_totals(lake, config, month, cost="effective", partitions=partitions)
     sums: dict[str | None, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
     for index, clusters in enumerate((billed, effective)):
         for cluster in clusters:
