@@ -60,3 +60,23 @@ def test_a_local_file_delivered_again_is_said_delivered_at_its_write_time_not_wh
     assert " delivered again at 2023-11-14 18:45 UTC (its files' write time), " in note, note
     assert " where the delivery of 2023-11-14 06:30 UTC (its files' write time) billed " in note, note
     assert entry.ingested_at[:10] not in note, note  # the ingest (today) is not said
+
+
+def test_a_delivery_read_again_under_its_id_is_said_read_again_not_delivered_again_at_the_same_time():
+    """review51 item 7: a delivery read again with other figures (a reader's fix, reader_version bumped: the same
+    export, its files' write time unchanged) read 'delivered again at 2026-11-04 05:06 UTC (its files' write time)
+    ... where the delivery of 2026-11-04 05:06 UTC (its files' write time) billed', one time said twice as two
+    deliveries'. It is said read again, against the delivery as first ingested."""
+    from decimal import Decimal
+    from service.core.ledger import CurrencyTotals, LedgerEntry, Replaced
+
+    told = {"delivered_at": "2026-11-04T05:06:07Z", "delivered_by": "files"}
+    before = Replaced("2026-11-04T06:00:00Z", "2026-11-04T00:00:00Z", False,
+                      (CurrencyTotals("USD", 5, Decimal(50), Decimal(50)),), **told)
+    entry = LedgerEntry("cur", "2026-11", "d1", 5, (CurrencyTotals("USD", 5, Decimal(60), Decimal(60)),), False,
+                        "2026-11-06T09:00:00Z", data_through="2026-11-04T00:00:00Z", replaced=before, reader_version=2,
+                        **told)
+    assert restated_notes([entry]) == [
+        "Bill 2026-11 / cur / USD restated: read again (same delivery, of 2026-11-04 05:06 UTC (its files' write "
+        "time)), its data still through 2026-11-04 00:00 UTC, it bills $60.00 where the delivery as ingested at "
+        "2026-11-04 06:00 UTC billed $50.00 ($10.00 more): the figures above that count its lines changed with it."]

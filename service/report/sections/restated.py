@@ -172,19 +172,32 @@ def at(moment: str) -> str:
 TOLD_BY = {"execution id": "its export's execution time", "files": "its files' write time"}
 
 
-def again(delivery: Replaced) -> str:
+def again(delivery: Replaced, old: Replaced) -> str:
     """'delivered again at … UTC (its files' write time)', as its source told it; where it told none
-    (a ledger before session 51), when spendlake ingested it, said so."""
-    if delivery.delivered_at:
-        return f"delivered again at {at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})"
+    (a ledger before session 51), when spendlake ingested it, said so; the delivery `old` was, read
+    again (`same`), said so."""
+    told = f"{at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})" if delivery.delivered_at else ""
+    if same(delivery, old):
+        return f"read again (same delivery, of {told})"
+    if told:
+        return f"delivered again at {told}"
     return f"delivered again, ingested at {at(delivery.ingested_at)}"
 
 
-def of(delivery: Replaced) -> str:
-    """'of … UTC (its export's execution time)', or 'ingested at … UTC': the delivery a note compares with."""
+def of(delivery: Replaced, new: Replaced) -> str:
+    """'of … UTC (its export's execution time)', or 'ingested at … UTC': the delivery a note compares
+    with; 'as ingested at … UTC' where `new` is that delivery read again (`same`)."""
+    if same(new, delivery):
+        return f"as ingested at {at(delivery.ingested_at)}"
     if delivery.delivered_at:
         return f"of {at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})"
     return f"ingested at {at(delivery.ingested_at)}"
+
+
+def same(new: Replaced, old: Replaced) -> bool:
+    """Whether `new` is the delivery `old` was, read again (its source's time and what told it alike:
+    a reader's fix read it with other figures, under its delivery id), not a delivery of its own."""
+    return new.delivered_at is not None and (new.delivered_at, new.delivered_by) == (old.delivered_at, old.delivered_by)
 
 
 # what a bill's day sums leave out (the ledger sums a day's usage lines, corrections apart): the
@@ -200,9 +213,9 @@ def difference(totals: CurrencyTotals, now: Decimal, was: Decimal) -> str:
     return f"{shown_money(abs(now - was), totals.currency)} {'more' if now > was else 'less'}"
 
 
-def head(entry: LedgerEntry, totals: CurrencyTotals, what: str, new: Replaced) -> str:
+def head(entry: LedgerEntry, totals: CurrencyTotals, what: str, new: Replaced, old: Replaced) -> str:
     return (f"Bill {entry.billing_period} / {entry.source} / {currency_text(totals.currency)} {what}: "
-            f"{again(new)}")
+            f"{again(new, old)}")
 
 
 def whole_bill_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
@@ -224,8 +237,8 @@ def restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyT
              now: Decimal, was: Decimal, lead: str, *, final: bool) -> str:
     """'Bill … restated: delivered again at … (…){lead} bills X where the delivery of … (…) billed Y (Z more)'."""
     verb, had = verbs(index)
-    return (f"{head(entry, totals, 'restated', new)}{lead} {verb} {shown_money(now, totals.currency)} where the "
-            f"{'final ' if final else ''}delivery {of(old)} {had} {shown_money(was, totals.currency)} "
+    return (f"{head(entry, totals, 'restated', new, old)}{lead} {verb} {shown_money(now, totals.currency)} where the "
+            f"{'final ' if final else ''}delivery {of(old, new)} {had} {shown_money(was, totals.currency)} "
             f"({difference(totals, now, was)}): the figures above that count its lines changed with it.")
 
 
@@ -234,9 +247,9 @@ def days_restated(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, to
     """The usage of the days before `cut` an estimate reaching further changed: restated beside the
     days it adds and the late usage of its last days."""
     verb, had = verbs(index)
-    return (f"{head(entry, totals, 'restated', new)}, its data now through {at(new.data_through)}, for its usage "
+    return (f"{head(entry, totals, 'restated', new, old)}, its data now through {at(new.data_through)}, for its usage "
             f"lines of the days before {cut}{APART} it {verb} {shown_money(now, totals.currency)} where the "
-            f"delivery {of(old)}, its data through {at(old.data_through)}, {had} "
+            f"delivery {of(old, new)}, its data through {at(old.data_through)}, {had} "
             f"{shown_money(was, totals.currency)} "
             f"({difference(totals, now, was)}, besides the days it adds): the figures above that count those days "
             "changed with it.")
@@ -252,12 +265,12 @@ def late_usage(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, total
                                              "until its invoice"))
     if old.data_through and new.data_through and parse_utc(new.data_through) > parse_utc(old.data_through):
         last = (parse_utc(old.data_through).date() - timedelta(days=1)).isoformat()
-        return (f"{head(entry, totals, what, new)}, its data now through {at(new.data_through)}, for its usage lines "
-                f"of {cut} to {last}{APART} it {verb} {shown_money(now, totals.currency)} where the estimate "
-                f"{of(old)}, its data through {at(old.data_through)}, {had} "
+        return (f"{head(entry, totals, what, new, old)}, its data now through {at(new.data_through)}, for its usage "
+                f"lines of {cut} to {last}{APART} it {verb} {shown_money(now, totals.currency)} where the estimate "
+                f"{of(old, new)}, its data through {at(old.data_through)}, {had} "
                 f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}, besides the days it adds), its "
                 f"usage before {cut} as it was: {why}; the figures above that count those days changed with it.")
-    return (f"{head(entry, totals, what, new)}, its data still through {at(new.data_through)}, it {verb} "
-            f"{shown_money(now, totals.currency)} where the estimate {of(old)} {had} "
+    return (f"{head(entry, totals, what, new, old)}, its data still through {at(new.data_through)}, it {verb} "
+            f"{shown_money(now, totals.currency)} where the estimate {of(old, new)} {had} "
             f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}), its usage before {cut} as it was: "
             f"{why}; the figures above that count its lines changed with it.")
