@@ -196,7 +196,12 @@ def is_tty(stream: TextIO | None = None) -> bool:
 
 
 def utc_now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return utc_iso_seconds(datetime.now(timezone.utc))
+
+
+def utc_iso_seconds(at: datetime) -> str:
+    """`at` as the lake stores a time (`utc_now_iso`'s): UTC to the second, `Z`."""
+    return at.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def iso_seconds(text: str) -> float:

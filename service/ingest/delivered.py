@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from connectors.base import CostConnector
 from service.core.ledger import LedgerEntry
+from service.core.units import utc_iso_seconds
 
 EXECUTION_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)-")
 
@@ -30,14 +31,9 @@ def delivered(entry: LedgerEntry, connector: CostConnector) -> LedgerEntry:
         except ValueError:  # 2025-13-45…: no time
             pass
         else:
-            return replace(entry, delivered_at=_utc(at), delivered_by="execution id")
+            return replace(entry, delivered_at=utc_iso_seconds(at), delivered_by="execution id")
     written = [connector.listed_modified(uri) for uri in entry.files]
     if not written or not all(written):
         return entry
-    return replace(entry, delivered_at=_utc(datetime.fromtimestamp(max(written), timezone.utc)),
+    return replace(entry, delivered_at=utc_iso_seconds(datetime.fromtimestamp(max(written), timezone.utc)),
                    delivered_by="files")
-
-
-def _utc(at: datetime) -> str:
-    """As the ledger writes a time (units.utc_now_iso): to the second, `Z`."""
-    return at.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -40,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
 from service.core.lake import Lake
-from service.core.units import iso_seconds, utc_now_iso
+from service.core.units import iso_seconds, utc_iso_seconds, utc_now_iso
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics
 
@@ -86,7 +86,7 @@ def record_daily_run(lake: Lake, run_date: date, finished: datetime | None = Non
     default now) by the clock that ran it: a service started while that date's fire is the latest,
     or an earlier one, does not run it (`ServiceScheduler.daily_due`)."""
     state = lake.read_state(STATE)
-    stamp = utc_now_iso() if finished is None else finished.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_now_iso() if finished is None else utc_iso_seconds(finished)
     state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": stamp}
     lake.write_state(STATE, state)
 
