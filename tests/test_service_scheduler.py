@@ -358,6 +358,17 @@ def test_a_demo_run_before_the_report_time_is_the_next_fires_run_not_a_clock_tha
     assert Harness(lake, lambda: now).scheduler.daily_due(now) is due
 
 
+@pytest.mark.parametrize("now", [utc(2026, 12, 7, 2, 30), utc(2026, 12, 7, 7), utc(2027, 1, 6, 7),
+                                 utc(2027, 2, 25, 7)])
+def test_a_demo_of_a_future_window_leaves_serves_daily_reports_due(tmp_path, now):
+    """review51 item 3: `spendlake demo --days 2 --start 2027-03-01` run on 2026-12-07 records the run
+    of 2027-03-03, finished by now; read as a run ahead of its fire, no daily report was written for
+    about three months. Only the next fire's date is a run ahead of its fire."""
+    lake = Lake(tmp_path / "lake")
+    record_daily_run(lake, date(2027, 3, 3), utc(2026, 12, 7, 2, 26))
+    assert Harness(lake, lambda: now).scheduler.daily_due(now)
+
+
 def test_a_run_recorded_by_a_clock_ahead_is_told_by_its_stamp_after_now_and_due_again(tmp_path):
     """The clock that ran ahead a day stamped its run of the 8th at 07:00 on the 8th; set right on
     the 7th at 07:00, the 7th's fire is due (as an unstamped record of a later date, test_22)."""

@@ -256,11 +256,12 @@ class ServiceScheduler:
 
     def daily_due(self, now: datetime) -> bool:
         """True when the latest scheduled daily fire has not run to completion yet. A run recorded
-        for a later date than that was made before its fire: by `spendlake demo` between midnight
-        and `daily_at`, which records its report as the next fire's run, finished by `now` (the
-        latest fire is not due: its report, older than the demo's, would be written after it, and
-        the next fire's again), or by a clock running ahead, finished after `now` (or unstamped):
-        set right, the clock would have no report until it caught up, so the latest fire is due."""
+        for the next fire's date was made before its fire: by `spendlake demo` between midnight and
+        `daily_at`, which records its report as the next fire's run, finished by `now` (the latest
+        fire is not due: its report, older than the demo's, would be written after it, and the next
+        fire's again), or by a clock running ahead, finished after `now` (or unstamped). A clock
+        ahead, or a record of any later date (a demo of a future window: `demo --start 2027-03-01`
+        records 2027-03-03), would leave no report until the clock caught up: the latest fire is due."""
         daily = self.lake.read_state(STATE).get("daily", {})
         if daily.get("last_run_date") is None:
             return True
@@ -268,7 +269,8 @@ class ServiceScheduler:
         if done <= latest:
             return done < latest
         finished = daily.get("finished_at")
-        return finished is None or iso_seconds(finished) > now.timestamp()
+        ahead_of_its_fire = done == latest + timedelta(days=1) and isinstance(finished, str)
+        return not ahead_of_its_fire or iso_seconds(finished) > now.timestamp()
 
     def instrumented(self, job: str, task: Callable[[], None]) -> bool:
         started = clock_time.perf_counter()
