@@ -79,6 +79,9 @@ def _gpu_index(value: Any) -> int | None:
         return None
 
 
+# what a `path` source does not read: the Prometheus and CloudWatch window, series and labels
+PATH_UNREAD = frozenset({"lookback_hours", "instance_label", "gpu_label", "metrics", "cloudwatch_namespace",
+                         "cloudwatch_metric"})
 GpuMetricName = Literal["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
 
 
@@ -101,6 +104,10 @@ class GpuMetricsSource(InventorySource):
     deadline_seconds: float = Field(default=300, gt=0, le=3600, description=(
         "all of the Prometheus queries together, their attempts and the waits between them; an attempt is "
         "given what is left of it when that is less than timeout_seconds"))
+
+    def unread_settings(self) -> frozenset[str]:
+        """A `path` source reads every row of its files: the API's window, series and labels are not read."""
+        return PATH_UNREAD if self.path else frozenset()
 
     @model_validator(mode="after")
     def _one_origin(self) -> GpuMetricsSource:

@@ -6,6 +6,7 @@ by a failure's mark alone is the config's that declares it."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -162,3 +163,55 @@ def test_another_configs_source_known_by_a_failure_mark_alone_is_said_to_be_that
     assert "`spendlake forget extra`" not in status.output  # was advised
     asked = CliRunner().invoke(cli, ["--config", str(first), "forget", "extra"], input="n\n")
     assert f"{second}, another config on this lake, still declares it and reads it?" in asked.output, asked.output
+
+
+def gpu_config(root: Path, name: str, **settings: object) -> Path:
+    """`root / name`: one gpu-metrics source `gpus` reading `root / gm.parquet` (written once) into `root / lake`."""
+    if not (root / "gm.parquet").exists():
+        duckdb.sql(f"COPY (SELECT 'i-1' AS resource_id, 0 AS gpu, TIMESTAMP '2026-12-05' + INTERVAL (h) HOUR AS hour, "
+                   f"50.0 AS util_pct FROM range(24) t(h)) TO '{root / 'gm.parquet'}'")
+    path = root / name
+    path.write_text(yaml.safe_dump({"lake": "lake", "inventory": [
+        {"name": "gpus", "kind": "gpu-metrics", "path": "gm.parquet", **settings}]}))
+    return path
+
+
+def test_settings_a_gpu_metrics_file_does_not_read_leave_two_configs_reading_it_alike(tmp_path):
+    """review51 item 4: a second config on one gpu-metrics file differing only in deadline_seconds (how long its
+    Prometheus queries may take) or lookback_hours (the API's window; a `path` source reads every row) was refused
+    (exit 3, 'with deadline_seconds 300.0; this config ... 120.0'): neither changes what it stores."""
+    assert spendlake(gpu_config(tmp_path, "a.yaml"), "inventory").exit_code == 0
+    for name, settings in (("b.yaml", {"deadline_seconds": 120}), ("d.yaml", {"lookback_hours": 744})):
+        run = spendlake(gpu_config(tmp_path, name, **settings), "inventory")
+        assert run.exit_code == 0, run.output
+    (tmp_path / "other.parquet").write_bytes((tmp_path / "gm.parquet").read_bytes())
+    other = spendlake(gpu_config(tmp_path, "e.yaml", path="other.parquet"), "inventory")
+    assert other.exit_code == 3 and "is read by" in other.output  # another file is another inventory
+
+
+def test_a_broken_configs_claim_recorded_before_a_setting_was_added_reads_it_as_its_default(tmp_path):
+    """review51 item 4: the claim of a config left broken is its last run's key, every setting it had then; a
+    setting a later version adds (its default) refused an identical config. A setting the record lacks differs
+    only where this config sets it otherwise than its default."""
+    first = inventory_config(tmp_path, "finance.yaml", trace="7")
+    assert spendlake(first, "inventory").exit_code == 0
+    first.write_text(first.read_text() + "inventory: [unclosed\n")  # left broken
+    lake = Lake(tmp_path / "lake")
+    state = lake.read_state("sources")
+    key = state["trace"]["read_as"]["key"]
+    settings = json.loads(key[1])
+    del settings["gpu_unit"]  # as recorded by a version without the setting
+    state["trace"]["read_as"]["key"] = [key[0], json.dumps(settings, sort_keys=True), key[2]]
+    lake.write_state("sources", state)
+
+    def reading(name: str, **more: str) -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({"lake": "lake", "inventory": [
+            {"name": "trace", "kind": "jobs-file", "path": "finance.yaml-trace.csv", **more}]}))
+        return path
+
+    alike = spendlake(reading("copy.yaml"), "inventory")
+    assert alike.exit_code == 0, alike.output  # was 3: 'as jobs-file ... when it last ran it'
+    lake.write_state("sources", state)  # finance.yaml's claim, as its last run left it
+    otherwise = spendlake(reading("percent.yaml", gpu_unit="percent"), "inventory")
+    assert otherwise.exit_code == 3 and "when it last ran it" in otherwise.output, otherwise.output

@@ -43,8 +43,8 @@ RUN_KEYS = ("failures_total", "last_success", "last_failure", "last_error", "las
 AWS_S3_HOST = re.compile(r"s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?")  # s3., s3.<region>., s3-<region>.
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # An inventory source's settings that change how it is asked, not what its snapshots hold
-HOW_ASKED = frozenset({"name", "kind", "freshness_hours", "max_attempts", "timeout_seconds", "token_env",
-                       "user_name", "sigv4"})
+HOW_ASKED = frozenset({"name", "kind", "freshness_hours", "max_attempts", "timeout_seconds", "deadline_seconds",
+                       "token_env", "user_name", "sigv4"})
 URL_KEYS = ("url", "prometheus_url", "endpoint_url")
 WHERE_KEYS = ("path", *URL_KEYS)  # an inventory source's place, said when another kind reads the name
 
@@ -98,7 +98,7 @@ def refused(lake: Lake, sources: Iterable[Any]) -> dict[str, ConfigError]:
             theirs = _entry_of(other, source.name, lake.root) if other else None
         except ConfigError as broken:  # edited or broken: as its last run read the name, while the file is there
             read_as = record.get(READ_AS_KEY) or {}
-            if read_as.get("key") not in (None, list(_key(source))):
+            if read_as.get("key") is not None and not _read_alike(read_as["key"], source):
                 found[source.name] = _refusal(source, other, f"{read_as.get('said')} when it last ran it (that file "
                                               f"cannot be read now: {broken.message})", broken=True)
             continue
@@ -159,10 +159,28 @@ def endpoint_compared(endpoint: str) -> str:
     return f"{scheme}://{netloc}{path}"
 
 
+def _read_alike(recorded: list[Any], entry: Any) -> bool:
+    """Whether `entry` reads its source as a record's key (`_key`, recorded by another config's last
+    run, perhaps of another spendlake version) says: an inventory source's settings compared where
+    both have them, a setting the record lacks (one a later version added, or one since left out of
+    the key) only when this entry sets it otherwise than its default."""
+    mine = list(_key(entry))
+    if not isinstance(entry, InventoryEntry) or recorded == mine:
+        return recorded == mine
+    try:
+        kind, theirs = recorded[0], json.loads(recorded[1])
+    except (IndexError, TypeError, ValueError):
+        return False
+    settings, set_here = json.loads(mine[1]), entry.model_dump(exclude_defaults=True).keys()
+    return kind == entry.kind and isinstance(theirs, dict) and all(
+        theirs[key] == value if key in theirs else key not in set_here for key, value in settings.items())
+
+
 def _settings(entry: InventoryEntry) -> dict[str, Any]:
-    """An inventory source's settings that shape its snapshots (all but HOW_ASKED), as compared: its
-    local paths resolved (`_place`), its addresses as `endpoint_compared` (no credentials)."""
-    settings = entry.model_dump(mode="json", exclude=set(HOW_ASKED))
+    """An inventory source's settings that shape its snapshots (all but HOW_ASKED and those its origin
+    does not read), as compared: its local paths resolved (`_place`), its addresses as
+    `endpoint_compared` (no credentials)."""
+    settings = entry.model_dump(mode="json", exclude=set(HOW_ASKED | entry.unread_settings()))
     for key, value in settings.items():
         if key in LOCAL_PATH_KEYS:
             settings[key] = [_place(v) for v in value] if isinstance(value, list) else value and _place(value)

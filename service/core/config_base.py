@@ -35,6 +35,11 @@ class SourceEntry(ConfigEntry):
 class InventoryEntry(ConfigEntry):
     section = "inventory"
 
+    def unread_settings(self) -> frozenset[str]:
+        """Settings this entry has that its origin does not read (a `path` source's API window):
+        two configs differing only in them store the same snapshots (service/core/claims.py)."""
+        return frozenset()
+
 
 class NestedValueError(ValueError):
     """A validation error found by a parent section about one of its children: `subpath`
