@@ -11,8 +11,9 @@ Three origins (exactly one per source):
   (e.g. a relabelled `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
   connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails;
   each query tried up to `max_attempts` times, as CloudWatch's calls are, all of them, each metric's
-  and each piece's, within `deadline_seconds`: a Prometheus that does not answer held the source
-  max_attempts x timeout_seconds per metric, 7.5 minutes by default, and serve's jobs with it);
+  and each piece's, within `deadline_seconds` (300 s, or timeout_seconds per metric when more): a
+  Prometheus that does not answer held the source max_attempts x timeout_seconds per metric, 7.5
+  minutes by default, and serve's jobs with it);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
   `InstanceId` dimension, per region; the `index` dimension is the GPU;
@@ -41,7 +42,7 @@ from connectors.jobs_base import mig_fraction
 from connectors.http_json import Deadline
 from connectors.prometheus_api import query_range
 from service.core.config import InventorySource
-from service.core.config_base import HttpUrl, exactly_one
+from service.core.config_base import HttpUrl, NestedValueError, exactly_one
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 from service.core.units import naive_utc
@@ -49,6 +50,7 @@ from service.core.units import naive_utc
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
 RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
 CLOUDWATCH_QUERIES_PER_CALL = 500  # GetMetricData's limit
+DEFAULT_DEADLINE = 300.0  # seconds, for all of a source's Prometheus queries (deadline_seconds)
 
 
 def window(now: datetime, lookback_hours: int) -> tuple[datetime, datetime]:
@@ -101,9 +103,16 @@ class GpuMetricsSource(InventorySource):
     cloudwatch_metric: str = "nvidia_smi_utilization_gpu"
     lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
     timeout_seconds: float = Field(default=30, gt=0, le=600)
-    deadline_seconds: float = Field(default=300, gt=0, le=3600, description=(
+    deadline_seconds: float | None = Field(default=None, gt=0, le=3600, description=(
         "all of the Prometheus queries together, their attempts and the waits between them; an attempt is "
-        "given what is left of it when that is less than timeout_seconds"))
+        "given what is left of it when that is less than timeout_seconds; at least timeout_seconds (default: "
+        "300, or timeout_seconds for each metric when that is more)"))
+
+    @property
+    def deadline(self) -> float:
+        """deadline_seconds, or its default: 300 s, or one timeout_seconds for each metric when that is more (a
+        raised timeout_seconds whose queries each came within it, one attempt each, ends as it did)."""
+        return self.deadline_seconds or max(DEFAULT_DEADLINE, self.timeout_seconds * len(self.metrics))
 
     def unread_settings(self) -> frozenset[str]:
         """A `path` source reads every row of its files: the API's window, series and labels are not read."""
@@ -112,6 +121,10 @@ class GpuMetricsSource(InventorySource):
     @model_validator(mode="after")
     def _one_origin(self) -> GpuMetricsSource:
         exactly_one(self, {"prometheus_url": "prometheus_url", "cloudwatch": "cloudwatch: true", "path": "path"})
+        if self.deadline_seconds is not None and self.deadline_seconds < self.timeout_seconds:
+            raise NestedValueError(("deadline_seconds",), f"{self.deadline_seconds:g} s is less than timeout_seconds "
+                                   f"({self.timeout_seconds:g} s), which no query would be given: raise it, or "
+                                   "lower timeout_seconds")
         check_sigv4(self.sigv4, self.prometheus_url)
         return self
 
@@ -140,7 +153,7 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         rows: list[dict[str, Any]] = []
         covered: set[str] = set()  # instances that already have a more preferred metric
         access = prometheus_access(c.sigv4, c.prometheus_url, self.config_path)
-        deadline = Deadline.after(c.deadline_seconds, f"{self.config_path}.deadline_seconds")
+        deadline = Deadline.after(c.deadline, f"{self.config_path}.deadline_seconds")
         for metric in c.metrics:
             query = (f"avg by ({c.instance_label}, {c.gpu_label}, {', '.join(MIG_LABELS)}) "
                      f"(avg_over_time({metric}[1h]))")

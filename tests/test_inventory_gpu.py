@@ -14,6 +14,7 @@ from moto import mock_aws
 
 from prometheus_support import answering_prometheus, backfilled_prometheus, free_port, serving
 from service.core.config import parse_config
+from service.core.errors import ConfigError
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
 
@@ -184,6 +185,25 @@ def test_the_sources_queries_end_by_its_deadline_retries_included(tmp_path, answ
            "(inventory[0].deadline_seconds), retries included — raise inventory[0].deadline_seconds" in \
            str(outcome.error), outcome.error
     assert took < 4 and all(when - began < 2.5 for when in asked), (took, asked)  # none started past it
+
+
+@pytest.mark.parametrize("settings, deadline", [({}, 300), ({"timeout_seconds": 600}, 1800),
+                                               ({"timeout_seconds": 200, "metrics": ["DCGM_FI_DEV_GPU_UTIL"]}, 300),
+                                               ({"timeout_seconds": 600, "deadline_seconds": 900}, 900)])
+def test_the_deadline_by_default_gives_each_metric_its_timeout(settings, deadline):
+    """review51 item 5: a deadline of 300 s whatever timeout_seconds is cut a config with timeout_seconds raised to
+    600 whose three metrics' queries each came in within it: by default it is one timeout_seconds a metric when
+    that is more than 300 s."""
+    config = parse_config({"inventory": [{"name": "gpus", "kind": "gpu-metrics", "prometheus_url": "http://p:9090",
+                                          **settings}]})
+    assert config.inventory[0].deadline == deadline
+
+
+def test_a_deadline_below_timeout_seconds_is_a_config_error():
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"inventory": [{"name": "gpus", "kind": "gpu-metrics", "prometheus_url": "http://p:9090",
+                                     "timeout_seconds": 120, "deadline_seconds": 60}]})
+    assert "inventory[0].deadline_seconds: 60 s is less than timeout_seconds (120 s)" in raised.value.message
 
 
 def test_prometheus_answering_with_warnings_is_partial_and_fails(tmp_path):
