@@ -92,3 +92,35 @@ def test_serve_on_a_lake_it_may_not_write_answers_reads_and_its_jobs_fail_one_li
         [line] = [line for line in output.splitlines() if f"job {job} failed:" in line]
         assert f"job {job} failed: {lake}: not run: this service cannot write the lake" in line, line
     assert lake_bytes(lake) == before
+
+
+def test_a_service_read_only_by_its_config_schedules_no_job_and_fails_nothing(shared_dir):
+    """review51 item 6: an operator serving a lake a batch job writes on purpose had SpendlakeJobFailing firing for
+    as long as serve ran (each job failing at each run, the daily retry every hour). `service.read_only: true`
+    schedules no job, writes nothing (no lock, no last good metrics), says so once and in /api/v1/status."""
+    (shared_dir / "export").mkdir()
+    shutil.copy(FOCUS, shared_dir / "export" / "part-1.csv")
+    lake = shared_dir / "lake"
+    config = shared_dir / "spendlake.yaml"
+    document = {"lake": str(lake), "service": {"listen": "127.0.0.1:0"}, "sources": [
+        {"name": "focus", "kind": "focus", "location": str(shared_dir / "export")}]}
+    config.write_text(yaml.safe_dump(document))
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0  # the batch job's work
+    config.write_text(yaml.safe_dump({**document, "service": {**document["service"], "read_only": True}}))
+    before = lake_bytes(lake)
+    proc, url = start_serve(config)
+    try:
+        status, body = get(f"{url}/api/v1/status")
+        assert status == 200 and json.loads(body)["read_only"] is True, body
+        time.sleep(3)  # a scheduled ingest and the make-up daily run fire at once at start
+        status, page = get(f"{url}/metrics")
+        assert status == 200 and "spendlake_lake_readable 1.0" in page
+        assert not re.search(r"^spendlake_job_(failures|skipped)_total", page, re.M), page  # no job to count
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    output = "".join(proc.output)
+    assert proc.returncode == 0 and "Traceback" not in output, output
+    assert output.count(f"the lake {lake} is served for reads only (service.read_only: true)") == 1, output
+    assert "failed" not in output and "running it now" not in output, output
+    assert lake_bytes(lake) == before

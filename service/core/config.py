@@ -88,6 +88,9 @@ class ServiceConfig(Strict):
     daily_at: str = Field(default="06:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, UTC")
     api_token: str | None = Field(default=None, min_length=16, description="$SPENDLAKE_API_TOKEN takes precedence")
     top_n: int = Field(default=20, ge=1, le=200, description="label values per metric before folding into `other`")
+    read_only: bool = Field(default=False, description=(
+        "serve reads only (the API, /metrics, the reports stored) of a lake another job writes: no service lock, "
+        "no scheduled ingest, rules, verify or daily report"))
     metrics_auth: Literal["open", "token"] = Field(
         default="open", description="`token`: /metrics needs api_token as /api does (Prometheus: authorization)")
 

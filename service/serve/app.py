@@ -212,6 +212,7 @@ class Api:
         now = self.clock()
         return json_response(200, {
             "now": iso_utc(now),
+            "read_only": self.config.service.read_only,  # service.read_only: it schedules no job
             # the rows of `status --sources --format json` (its note rows are `lake_notes`)
             "sources": with_notes([row.to_json() for row in source_freshness(self.config, self.lake, now)], (), ()),
             "jobs": self.lake.read_state("jobs"),

@@ -6,6 +6,10 @@ last good values). Each of its scheduled jobs, which all write the lake, fails a
 log line naming the lake (`job ingest failed: ...`), counted in `spendlake_job_failures_total{task}`
 (alert SpendlakeJobFailing; the data's own age in SpendlakeSourceStale). A SIGHUP or a restart once
 the lake is writable runs them again.
+
+A service whose config says `service.read_only: true` (the lake is a batch job's on purpose) takes no
+lock either and schedules no job at all: nothing fails, and it says so once as it starts, and in
+/api/v1/status (`read_only`).
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ def reads_only(tasks: Tasks, root: Path, refused: SpendlakeError) -> Tasks:
                  daily=refusing("daily report"), verify=None if tasks.verify is None else refusing("verify"))
 
 
-def reads_only_warning(root: Path, refused: SpendlakeError) -> str:
-    """What the service says of itself as it starts on such a lake (a warning: it asks the operator to act)."""
+def reads_only_warning(root: Path, refused: SpendlakeError | None) -> str:
+    """What the service says of itself as it starts on such a lake (a warning: it asks the operator to act);
+    `refused` None: its config says so (`service.read_only: true`, a lake a batch job writes), nothing to do."""
+    if refused is None:
+        return (f"the lake {root} is served for reads only (service.read_only: true): the API, /metrics and the "
+                "reports its writer stored; no ingest, rules, verify or daily report runs here")
     return (f"warning: the lake {root} is not writable by this service ({_why(refused)}): serving reads only "
             "(the API, /metrics, the reports written before); its ingest, rules, verify and daily report fail "
             "at each run until it is writable and the service restarted or sent SIGHUP")

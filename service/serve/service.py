@@ -18,6 +18,7 @@ import signal
 import threading
 import time as clock_time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING
@@ -312,11 +313,13 @@ class Service:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
         the service to run next, once this one has let go of the lake and the port)."""
         successor = None
+        read_only = self.config.service.read_only  # by its config: no lock, no job, nothing written (reads_only.py)
         # its sources recorded: status and forget tell them; on a lake it may not write, reads only (reads_only.py)
-        with serving_or_reading(self.lake, self.config) as refused:
+        with nullcontext() if read_only else serving_or_reading(self.lake, self.config) as refused:
             tasks = self.tasks if refused is None else reads_only(self.tasks, self.lake.root, refused)
+            writes = refused is None and not read_only
             registry = CollectorRegistry()
-            job_metrics = JobMetrics(registry, jobs=tasks.names())
+            job_metrics = JobMetrics(registry, jobs=() if read_only else tasks.names())
             hours, minutes = (int(p) for p in self.config.service.daily_at.split(":"))
             scheduler = ServiceScheduler(self.lake, job_metrics, tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
@@ -339,11 +342,12 @@ class Service:
                 host, port = server.server_address[:2]
                 host = f"[{host}]" if ":" in host else host
                 announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
-                if refused is not None:
+                if refused is not None or read_only:
                     announce(reads_only_warning(self.lake.root, refused))
                 if warning := exposure_warning(server.server_address[0], self.token, self.config.service.metrics_auth):
                     announce(warning)
-                scheduler.start()
+                if not read_only:
+                    scheduler.start()
                 # Poll rather than block on a lock: a signal delivered to another thread only
                 # runs its handler when the main thread next executes Python code.
                 while not self.requests.stop and successor is None:
@@ -354,10 +358,10 @@ class Service:
                             watch.reloading(successor.config_read)
                     else:
                         watch.check()
-                        if refused is None:  # here, not in a scrape: /metrics writes nothing
+                        if writes:  # here, not in a scrape: /metrics writes nothing
                             collector.keep_last_good()
                         clock_time.sleep(0.2)
-                if refused is None:
+                if writes:
                     collector.keep_last_good(wait=True)  # what the last scrape read, stored before letting go
                 announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
                          "waiting for running jobs")
