@@ -118,6 +118,8 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
         reason = exc.reason or exc
         if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
             raise limit.no_answer(attempts) from None
+        if limit.capped and isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+            raise limit.overdue() from None  # the deadline cut the connect: raising timeout_seconds would not do
         raise SourceError(f"cannot reach it after {attempts} attempt(s): {_reason(reason)}", where=where,
                           hint=f"{hint}, or raise {settings}max_attempts / {settings}timeout_seconds") from None
     except urllib3.exceptions.HTTPError as exc:

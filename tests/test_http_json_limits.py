@@ -5,6 +5,7 @@ Retry-After of a day, an answer dripped a few bytes a second, a redirect to anot
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -256,3 +257,26 @@ def test_one_attempt_still_follows_a_redirect_and_a_loop_is_named(serve):
         http_json.get_json(loop + "/again", attempts=3, hint="check inventory[0].url")
     assert str(raised.value).startswith(f"{loop}/again: redirected more than {http_json.REDIRECTS} times")
     assert "check inventory[0].url, or give the URL the redirects end at" in str(raised.value)
+
+
+def test_a_connect_the_deadline_cut_names_the_deadline_not_timeout_seconds():
+    """review51 item 5: a server whose listen queue is full (the connect hangs) and a deadline sooner than
+    timeout_seconds said 'cannot reach it ... raise max_attempts / timeout_seconds': raising it would not help."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        waiting = [socket.socket() for _ in range(4)]  # fill the queue: the next connect is not answered
+        for client in waiting:
+            client.setblocking(False)
+            client.connect_ex(("127.0.0.1", port))
+        time.sleep(0.2)
+        try:
+            with pytest.raises(SourceError) as raised:
+                http_json.get_json(f"http://127.0.0.1:{port}/x", timeout=5, attempts=1, config_path="inventory[0]",
+                                   deadline=http_json.Deadline.after(1, "inventory[0].deadline_seconds"))
+        finally:
+            for client in waiting:
+                client.close()
+    assert "not all answered within 1 s (inventory[0].deadline_seconds)" in raised.value.message, raised.value
+    assert raised.value.hint.startswith("raise inventory[0].deadline_seconds"), raised.value.hint
