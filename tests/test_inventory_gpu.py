@@ -275,3 +275,29 @@ def test_a_files_days_are_counted_and_its_data_runs_through_its_latest_hour(tmp_
             "gpu_utilization day=2026-11-22": 6}
         assert outcome.data_through == datetime(2026, 11, 22, 8, tzinfo=timezone.utc)
         path.write_text("resource_id,gpu,hour,util_pct\n" + "\n".join(lines) + "\n")
+
+
+def test_an_hour_of_several_readings_is_their_mean_and_one_of_one_reading_its_value(tmp_path):
+    """Hours of one reading take it as their mean, hours of several the ordered mean of theirs
+    (two ways through the hourly rows): both, beside each other, for a GPU, for an aggregate
+    the file gives (gpu empty) and for readings without a metric, each day its own part."""
+    path = tmp_path / "metrics.csv"
+    path.write_text("resource_id,gpu,hour,util_pct,metric\n"
+                    "i-0aaa,0,2026-11-20 10:00:00,10,SM\n"
+                    "i-0aaa,0,2026-11-20 10:20:00,20,SM\n"
+                    "i-0aaa,0,2026-11-20 10:40:00,60,SM\n"
+                    "i-0aaa,1,2026-11-20 10:00:00,7,SM\n"
+                    "i-0aaa,,2026-11-21 03:00:00,50,SM\n"
+                    "i-0aaa,,2026-11-21 03:30:00,70,SM\n"
+                    "i-0bbb,0,2026-11-21 03:15:00,5,\n"
+                    "i-0bbb,0,2026-11-21 03:45:00,15,\n")
+    outcome = run(tmp_path, datetime(2026, 11, 28, tzinfo=timezone.utc), path=str(path))
+    assert outcome.error is None, outcome.error
+    assert rows(tmp_path) == [
+        ("i-0aaa", 0, datetime(2026, 11, 20, 10), 30.0, "SM", "2026-11-20"),
+        ("i-0aaa", 1, datetime(2026, 11, 20, 10), 7.0, "SM", "2026-11-20"),
+        ("i-0aaa", None, datetime(2026, 11, 20, 10), 18.5, "SM", "2026-11-20"),
+        ("i-0aaa", None, datetime(2026, 11, 21, 3), 60.0, "SM", "2026-11-21"),
+        ("i-0bbb", 0, datetime(2026, 11, 21, 3), 10.0, None, "2026-11-21"),
+        ("i-0bbb", None, datetime(2026, 11, 21, 3), 10.0, None, "2026-11-21"),
+    ]
