@@ -8,7 +8,6 @@ Shared by the file-based connectors that have no manifest (connectors.folder_exp
   fails with the file, line and column, and what the lake's 12 decimals round away is known);
   Parquet and JSON keep their types. Hive folder names (`SubAccountId=…/`) above the file give
   the columns the file lacks, as text.
-- `parquet_periods`: a Parquet file's billing period from its footer, without reading its rows.
 - SQL builders for exact money and UTC timestamps, which fail loudly with the file and column
   instead of turning a bad value into NULL (tags: connectors.tagsql).
 """
@@ -19,14 +18,13 @@ import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote
 
 import duckdb
 
 from connectors.csvfile import RESAVED_ID_PROBLEM, csv_header, ident, read_csv, unless_resaved_id
 from connectors.export_formats import looks_like
+from connectors.file_facts import hive_partitions
 from connectors.file_readers import columns_of, file_reader, json_reader
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
@@ -186,53 +184,6 @@ def _open_run(con: duckdb.DuckDBPyConnection, run: ParquetRun) -> Table:
 
 def _text_list(values: Iterable[str | None]) -> str:
     return "([" + ", ".join("NULL" if v is None else sql_string(v) for v in values) + "]::VARCHAR[])"
-
-
-def parquet_periods(path: Path, column: str) -> list[str] | None:
-    """The one billing period (UTC month) of a Parquet file whose `column` (a top-level
-    timestamp or date, case-insensitive) has min/max statistics and no nulls in every row
-    group, all in one month: a read of the footer instead of the rows. None otherwise (no
-    statistics, nulls, text, several months, no rows): the caller reads the rows."""
-    from pyarrow import ArrowException, parquet as pq  # loaded to read, not to configure or query
-    try:
-        meta = pq.read_metadata(path)
-    except (OSError, ArrowException):
-        return None  # reading the rows reports what is wrong with the file
-    paths = [meta.schema.column(i).path.lower() for i in range(meta.num_columns)]
-    if paths.count(column.lower()) != 1:
-        return None
-    index = paths.index(column.lower())
-    months: set[str] = set()
-    for group in range(meta.num_row_groups):
-        if meta.row_group(group).num_rows == 0:
-            continue
-        stats = meta.row_group(group).column(index).statistics
-        if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
-            return None
-        for value in (stats.min, stats.max):
-            if isinstance(value, datetime) and value.tzinfo is not None:
-                value = value.astimezone(timezone.utc)
-            elif not isinstance(value, date):  # a datetime is a date too
-                return None
-            months.add(value.strftime("%Y-%m"))
-    return sorted(months) if len(months) == 1 else None
-
-
-# How Hive writers name a NULL partition value (Spark and Hive; DuckDB).
-HIVE_NULLS = ("__HIVE_DEFAULT_PARTITION__", "NULL")
-
-
-def hive_partitions(uri: str) -> list[tuple[str, str | None]]:
-    """The `key=value` folders of a file's path (S3 key or local path), values URL-decoded
-    and kept as text (no guessing: `SubAccountId=000123` stays `000123`); a key given twice
-    (in any case) takes the deepest folder's value."""
-    found: dict[str, tuple[str, str | None]] = {}
-    for folder in PurePosixPath(uri.removeprefix("s3://")).parent.parts:
-        key, equals, value = folder.partition("=")
-        if equals and key:
-            found.pop(key.lower(), None)
-            found[key.lower()] = (key, None if value in HIVE_NULLS else unquote(value))
-    return list(found.values())
 
 
 # ---- typed expressions ---------------------------------------------------------------------

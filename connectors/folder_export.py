@@ -22,7 +22,8 @@ import duckdb
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
 from connectors.csvfile import local_csv, with_a_line
-from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun, hive_partitions, parquet_periods
+from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun
+from connectors.file_facts import hive_partitions, parquet_periods
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import SourceError, SpendlakeError, duckdb_error

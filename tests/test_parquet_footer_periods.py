@@ -14,7 +14,7 @@ import pytest
 from billing_helpers import failures
 from layout_exports import focus, lake_sums
 
-from connectors.exportfile import parquet_periods
+from connectors.file_facts import parquet_periods
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest import periods

@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from connectors.base import CostConnector, Delivery, OtherDataset
-from connectors.exportfile import hive_partitions
+from connectors.file_facts import hive_partitions
 from service.core.errors import SourceError
 from service.ingest.digests import Digests
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from connectors.base import CostConnector
-from connectors.exportfile import hive_partitions
+from connectors.file_facts import hive_partitions
 
 
 class Digests:
