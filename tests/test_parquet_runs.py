@@ -78,11 +78,12 @@ def lake_digest(root: Path) -> dict:
     # delivery ids fingerprint each file's inode and ctime: which periods share one is what must match
     sharing = {e.delivery_id: tuple(sorted(o.billing_period for o in entries if o.delivery_id == e.delivery_id))
                for e in entries}
-    ledger = [{**{k: v for k, v in entry_json(e).items() if k not in ("sha256", "size", "mtime_ns", "ingested_at")},
+    written = ("sha256", "size", "mtime_ns", "ingested_at", "delivered_at")  # delivered_at: the files' write time
+    ledger = [{**{k: v for k, v in entry_json(e).items() if k not in written},
                "delivery_id": sharing[e.delivery_id]} for e in entries]
     for entry in ledger:  # what a restated delivery replaced (finance41) was committed at its own second too
         if "replaced" in entry:
-            entry["replaced"] = {k: v for k, v in entry["replaced"].items() if k != "ingested_at"}
+            entry["replaced"] = {k: v for k, v in entry["replaced"].items() if k not in written}
     known = json.loads((root / "_state" / "file_periods.json").read_text())
     # a file's version fingerprints its write (size, times, inode: sec42 tells a moved file by them)
     state = {source: sorted(({k: v for k, v in f.items() if k != "version"} for f in files.values()),
