@@ -102,8 +102,9 @@ class Table:
 
 @dataclass(frozen=True)
 class ParquetRun:
-    """Parquet files with the same schema and Hive folder keys (connectors.folder_export), opened
-    as one table: one read of them all, planned once."""
+    """Files with the same Hive folder keys and the same Parquet schema, or the same CSV header
+    (connectors.folder_export.same_schema_runs), opened as one table: one read of them all,
+    planned once. CSV files are the local plain copies (connectors.csvfile.local_csv)."""
 
     paths: tuple[Path, ...]
     uris: tuple[str, ...]
@@ -122,20 +123,15 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
     `header_name`: the name a CSV header field is read under (Azure's localized headers).
     """
     if isinstance(path, ParquetRun):
-        return _open_run(con, path)
+        return _open_run(con, path, dict(money=money, nullstr=nullstr, money_type=money_type, header_name=header_name))
     if path.stat().st_size == 0:
         raise DataError("the file is empty", where=uri, hint="re-export it; an export with no rows still has a header")
     suffix = suffix_of(PurePosixPath(uri).name)
     blank_is_null: frozenset[str] = frozenset()
     if suffix in CSV_SUFFIXES:
-        try:
-            header = None if header_name is None else [header_name(field) for field in csv_header(path, uri)]
-            relation, _ = read_csv(con, path, uri, types={m.lower(): money_type for m in money}, nullstr=nullstr,
-                                   header=header)
-            blank_is_null = frozenset(columns_of(relation) if "" in nullstr else ())
-        except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the file", where=uri,
-                               hint="check that it is a complete, UTF-8 export file") from None
+        relation = _csv_relation(con, [path], uri, money=money, nullstr=nullstr, money_type=money_type,
+                                 header_name=header_name)
+        blank_is_null = frozenset(columns_of(relation) if "" in nullstr else ())
     elif suffix in PARQUET_SUFFIXES:
         relation = file_reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
     elif suffix in JSON_SUFFIXES:
@@ -155,14 +151,41 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
     return Table(uri, view, columns, blank_is_null=blank_is_null)
 
 
-def _open_run(con: duckdb.DuckDBPyConnection, run: ParquetRun) -> Table:
+def _csv_relation(con: duckdb.DuckDBPyConnection, paths: list[Path], uri: str, *, money: Iterable[str],
+                  nullstr: tuple[str, ...], money_type: str, header_name: Callable[[str], str] | None,
+                  numbered: bool = False) -> duckdb.DuckDBPyRelation:
+    """CSV file(s) sharing the first's header, as open_table reads them (`numbered`: each row's
+    file_index follows the columns)."""
+    try:
+        header = None if header_name is None else [header_name(field) for field in csv_header(paths[0], uri)]
+        relation, _ = read_csv(con, paths, uri, types={m.lower(): money_type for m in money}, nullstr=nullstr,
+                               header=header, numbered=numbered)
+        return relation
+    except duckdb.Error as exc:
+        raise duckdb_error(exc, "cannot read the file", where=uri,
+                           hint="check that it is a complete, UTF-8 export file") from None
+
+
+def _open_run(con: duckdb.DuckDBPyConnection, run: ParquetRun, csv: dict[str, object]) -> Table:
     """A ParquetRun as open_table opens each of its files, plus FILE_INDEX: the Hive values are
-    picked per row from a list by file, not one relation per file."""
+    picked per row from a list by file, not one relation per file. `csv`: open_table's CSV options."""
     for path, uri in zip(run.paths, run.uris):
         if path.stat().st_size == 0:
             raise DataError("the file is empty", where=uri,
                             hint="re-export it; an export with no rows still has a header")
-    relation = file_reader(con, "read_parquet", [str(p) for p in run.paths], {"hive_partitioning": False}, run.uris[0])
+    blank_is_null: frozenset[str] = frozenset()
+    if suffix_of(PurePosixPath(run.uris[0]).name) in CSV_SUFFIXES:
+        relation = _csv_relation(con, list(run.paths), run.uris[0], numbered=True, **csv)
+        files = f"export_{uuid.uuid4().hex}"
+        relation.create_view(files)
+        source, params = f"SELECT * FROM {files}", []
+        relation = con.sql(f"SELECT * EXCLUDE (file_index) FROM {files}")
+        blank_is_null = frozenset(columns_of(relation) if "" in csv["nullstr"] else ())
+    else:
+        relation = file_reader(con, "read_parquet", [str(p) for p in run.paths], {"hive_partitioning": False},
+                               run.uris[0])
+        source, params = "SELECT *, file_index FROM read_parquet(?, hive_partitioning = false)", [
+            [str(p) for p in run.paths]]
     columns = columns_of(relation)
     number = "CAST(file_index AS INTEGER)"
     text = duckdb.sqltype("VARCHAR")
@@ -174,12 +197,13 @@ def _open_run(con: duckdb.DuckDBPyConnection, run: ParquetRun) -> Table:
             columns[key.lower()] = (key, text)
     view = f"export_{uuid.uuid4().hex}"
     try:
-        con.sql(f"SELECT *{''.join(hive)}, {number} AS {FILE_INDEX} FROM read_parquet(?, hive_partitioning = false)",
-                params=[[str(p) for p in run.paths]]).create_view(view)
+        con.sql(f"SELECT * EXCLUDE (file_index){''.join(hive)}, {number} AS {FILE_INDEX} FROM ({source})",
+                params=params).create_view(view)
     except duckdb.Error as exc:
         raise duckdb_error(exc, "cannot read the file", where=run.uris[0],
                            hint="check that it is a complete, UTF-8 export file") from None
-    return Table(run.uris[0], view, columns, row_uri=f"{_text_list(run.uris)}[{FILE_INDEX} + 1]")
+    return Table(run.uris[0], view, columns, row_uri=f"{_text_list(run.uris)}[{FILE_INDEX} + 1]",
+                 blank_is_null=blank_is_null)
 
 
 def _text_list(values: Iterable[str | None]) -> str:

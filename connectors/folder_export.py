@@ -3,8 +3,9 @@
 Each export file is a loose delivery (its id is its fingerprint); ingest joins the files of a
 billing period into one delivery (service.ingest.periods). A delivery is read as parts, one
 per file, except that consecutive Parquet files with the same columns (names, types, and the
-Hive folder keys they lack) are one part over all of them (`ParquetRun`): DuckDB plans that
-read once instead of once per file (~55 ms a file: bench/README.md "Many small files") and
+Hive folder keys they lack), or CSV files with the same header, are one part over all of them
+(`ParquetRun`): DuckDB plans that read once instead of once per file (~55 ms a Parquet file,
+~0.1 CPU s a FOCUS CSV part: bench/README.md "Many small files", "Many FOCUS CSV parts") and
 reads the files in parallel, where one part per file is read after the other. The part
 carries each row's file index (hidden_columns.FILE_INDEX), so staging still learns which
 periods each file held, and a bad value names its own file.
@@ -21,14 +22,21 @@ import duckdb
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import local_csv, with_a_line
-from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun
+from connectors.csvfile import csv_header, local_csv, quotes_closed, with_a_line
+from connectors.exportfile import CSV_SUFFIXES, PARQUET_SUFFIXES, ParquetRun
 from connectors.file_facts import hive_partitions, parquet_periods
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import SourceError, SpendlakeError, duckdb_error
 from service.core.file_parts import FilesPart
 from service.core.per_value import PerValuePart, PerValueSelect
+
+# The most bytes of CSV (local copies) one part reads: a run's distinct tags and times, which
+# the stager converts once each (service.core.per_value), are those of its files together.
+CSV_RUN_BYTES = 1 << 30
+# The most gzip CSV files one part reads: their quotes are not counted (csvfile.quotes_closed),
+# and DuckDB reports a quote left open in a read of one to four files
+UNCHECKED_RUN_FILES = 4
 
 
 class FolderExport(StoredExport, ABC):
@@ -127,10 +135,12 @@ class FolderExport(StoredExport, ABC):
 
 
 def same_schema_runs(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], uris: Sequence[str]) -> list[list[str]]:
-    """The files (URIs, in order) cut into runs of consecutive Parquet files whose footers give
-    the same schema and whose Hive folders the same keys: each run is read as one part. Any
-    other file, or every file when a footer cannot be read, is a run of its own: opened alone,
-    it fails naming itself, as it always did."""
+    """The files (URIs, in order) cut into runs of consecutive files whose Hive folders have the
+    same keys and that are Parquet files whose footers give the same schema, or CSV files with the
+    same header and closed quotes (csvfile.quotes_closed; the local copies), at most CSV_RUN_BYTES
+    and UNCHECKED_RUN_FILES gzip files together: each run is read as one part. Any other file, or
+    every file when a footer or header cannot be read, is a run of its own: opened alone, it
+    fails naming itself, as it always did."""
     signatures: list[object] = [None] * len(uris)
     parquet = [i for i, uri in enumerate(uris) if suffix_of(PurePosixPath(uri).name) in PARQUET_SUFFIXES]
     if len(parquet) > 1:
@@ -145,10 +155,26 @@ def same_schema_runs(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], uris
         for i in parquet:
             if str(paths[i]) in schema:
                 signatures[i] = (tuple(schema[str(paths[i])]), tuple(key for key, _ in hive_partitions(uris[i])))
+    csv = [i for i, uri in enumerate(uris) if suffix_of(PurePosixPath(uri).name) in CSV_SUFFIXES]
+    sizes, unchecked = [0] * len(uris), [False] * len(uris)
+    for i in csv if len(csv) > 1 else ():
+        try:
+            closed = quotes_closed(paths[i])
+            if closed is not False:  # a quote left open: read alone, DuckDB says so
+                sizes[i], unchecked[i] = paths[i].stat().st_size, closed is None
+                signatures[i] = ("csv", tuple(csv_header(paths[i], uris[i])),
+                                 tuple(key for key, _ in hive_partitions(uris[i])))
+        except (SpendlakeError, OSError):
+            pass  # read alone, it fails naming itself
     runs: list[list[str]] = []
+    run_bytes = run_unchecked = 0
     for i, uri in enumerate(uris):
-        if runs and signatures[i] is not None and signatures[i] == signatures[i - 1]:
+        if runs and signatures[i] is not None and signatures[i] == signatures[i - 1] \
+                and run_bytes + sizes[i] <= CSV_RUN_BYTES and run_unchecked + unchecked[i] <= UNCHECKED_RUN_FILES:
             runs[-1].append(uri)
+            run_bytes += sizes[i]
+            run_unchecked += unchecked[i]
         else:
             runs.append([uri])
+            run_bytes, run_unchecked = sizes[i], unchecked[i]
     return runs
