@@ -66,16 +66,23 @@ def test_a_delivery_read_again_under_its_id_is_said_read_again_not_delivered_aga
     """review51 item 7: a delivery read again with other figures (a reader's fix, reader_version bumped: the same
     export, its files' write time unchanged) read 'delivered again at 2026-11-04 05:06 UTC (its files' write time)
     ... where the delivery of 2026-11-04 05:06 UTC (its files' write time) billed', one time said twice as two
-    deliveries'. It is said read again, against the delivery as first ingested."""
+    deliveries'. It is said read again, against the delivery as first ingested: the same delivery id, where
+    the time told alone made two files rewritten within one second one delivery."""
+    from dataclasses import replace
     from decimal import Decimal
     from service.core.ledger import CurrencyTotals, LedgerEntry, Replaced
 
     told = {"delivered_at": "2026-11-04T05:06:07Z", "delivered_by": "files"}
     before = Replaced("2026-11-04T06:00:00Z", "2026-11-04T00:00:00Z", False,
-                      (CurrencyTotals("USD", 5, Decimal(50), Decimal(50)),), **told)
+                      (CurrencyTotals("USD", 5, Decimal(50), Decimal(50)),), **told, delivery_id="d1")
     entry = LedgerEntry("cur", "2026-11", "d1", 5, (CurrencyTotals("USD", 5, Decimal(60), Decimal(60)),), False,
                         "2026-11-06T09:00:00Z", data_through="2026-11-04T00:00:00Z", replaced=before, reader_version=2,
                         **told)
+    other = replace(entry, delivery_id="d2")  # another delivery whose files were written the same second
+    assert restated_notes([other])[0].startswith("Bill 2026-11 / cur / USD restated: delivered again at 2026-11-04 "
+                                                 "05:06 UTC (its files' write time)"), restated_notes([other])
+    assert restated_notes([replace(entry, replaced=replace(before, delivery_id=None))])[0].startswith(
+        "Bill 2026-11 / cur / USD restated: delivered again at")  # a ledger before the id was kept: not claimed same
     assert restated_notes([entry]) == [
         "Bill 2026-11 / cur / USD restated: read again (same delivery, of 2026-11-04 05:06 UTC (its files' write "
         "time)), its data still through 2026-11-04 00:00 UTC, it bills $60.00 where the delivery as ingested at "

@@ -74,6 +74,7 @@ class Replaced:
     data_through_bounded: bool = True  # as LedgerEntry's
     delivered_at: str | None = None  # as LedgerEntry's
     delivered_by: str | None = None
+    delivery_id: str | None = None  # as LedgerEntry's (None: recorded before session 51)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) 
         older = ((prior.replaced,) if prior.replaced else ()) + prior.earlier
         return replace(entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals,
                                                 prior.days, prior.days_version, prior.data_through_bounded,
-                                                prior.delivered_at, prior.delivered_by),
+                                                prior.delivered_at, prior.delivered_by, prior.delivery_id),
                        earlier=older[:KEPT_REPLACED - 1])
     return [entry if (prior := before.get(entry.key)) is None else kept(entry, prior) for entry in new]
 

@@ -89,7 +89,7 @@ def _replaced_json(old: Replaced) -> dict:
     data = {**asdict(old), "totals": _totals_json(old.totals), "days": _days_json(old.days)}
     if old.days is None:
         del data["days"], data["days_version"]
-    for key in ("delivered_at", "delivered_by"):
+    for key in ("delivered_at", "delivered_by", "delivery_id"):
         if data[key] is None:
             del data[key]
     return data
@@ -98,7 +98,7 @@ def _replaced_json(old: Replaced) -> dict:
 def _replaced(data: dict) -> Replaced:
     return Replaced(data["ingested_at"], data.get("data_through"), data["final"], _totals(data["totals"]),
                     _days(data.get("days")), data.get("days_version", 1), data.get("data_through_bounded", False),
-                    data.get("delivered_at"), data.get("delivered_by"))
+                    data.get("delivered_at"), data.get("delivered_by"), data.get("delivery_id"))
 
 
 def _totals_json(totals: tuple[CurrencyTotals, ...]) -> list[dict]:
@@ -202,6 +202,7 @@ class _ReplacedShape(Open):
     data_through_bounded: StrictBool = False
     delivered_at: UtcText | None = None
     delivered_by: Literal["execution id", "files"] | None = None  # DELIVERED_BY
+    delivery_id: StrictStr | None = None
 
 
 def _partition_value(text: str) -> str:

@@ -41,7 +41,8 @@ def restated_notes(entries: list[LedgerEntry]) -> list[str]:
             continue
         chain = [capped(entry, delivery) for delivery in (
             Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days,
-                     entry.days_version, entry.data_through_bounded, entry.delivered_at, entry.delivered_by),
+                     entry.days_version, entry.data_through_bounded, entry.delivered_at, entry.delivered_by,
+                     entry.delivery_id),
             entry.replaced, *entry.earlier)]
         # once the invoice is in (the oldest final delivery), the estimate's changes before it are past
         invoice = max((i for i, delivery in enumerate(chain) if delivery.final), default=len(chain))
@@ -195,9 +196,10 @@ def of(delivery: Replaced, new: Replaced) -> str:
 
 
 def same(new: Replaced, old: Replaced) -> bool:
-    """Whether `new` is the delivery `old` was, read again (its source's time and what told it alike:
-    a reader's fix read it with other figures, under its delivery id), not a delivery of its own."""
-    return new.delivered_at is not None and (new.delivered_at, new.delivered_by) == (old.delivered_at, old.delivered_by)
+    """Whether `new` is the delivery `old` was, read again under its delivery id (a reader's fix
+    read it with other figures), not a delivery of its own; unknown (False) where the ledger kept
+    no id of the delivery replaced (before session 51)."""
+    return new.delivery_id is not None and new.delivery_id == old.delivery_id
 
 
 # what a bill's day sums leave out (the ledger sums a day's usage lines, corrections apart): the
