@@ -83,7 +83,7 @@ def lake_digest(root: Path) -> dict:
                "delivery_id": sharing[e.delivery_id]} for e in entries]
     for entry in ledger:  # what a restated delivery replaced (finance41) was committed at its own second too
         if "replaced" in entry:
-            entry["replaced"] = {k: v for k, v in entry["replaced"].items() if k not in written}
+            entry["replaced"] = {k: v for k, v in entry["replaced"].items() if k not in (*written, "delivery_id")}
     known = json.loads((root / "_state" / "file_periods.json").read_text())
     # a file's version fingerprints its write (size, times, inode: sec42 tells a moved file by them)
     state = {source: sorted(({k: v for k, v in f.items() if k != "version"} for f in files.values()),
