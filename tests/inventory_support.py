@@ -65,3 +65,14 @@ def stored_jobs(source: dict, lake_dir, now) -> list[dict]:
         cursor = con.execute("SELECT * FROM jobs")
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, values)) for values in cursor.fetchall()]
+
+
+def traced_peak(call):
+    """`call()`'s result and the peak bytes of Python objects held while it ran (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        return call(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -554,6 +554,18 @@ def test_a_plans_chart_draws_the_spend_after_what_it_prices_on_from_its_actual(t
 AS_OF = date(2026, 11, 28)  # _priced_lake's last whole day
 
 
+def _first_and_second_plans(lake) -> None:
+    """first: a 48 h run of llm-7b from the 20th, $200 compute and $70 of storage kept 5 days; second: a 48 h
+    run of llm-7b from the 24th, $600."""
+    from dataclasses import replace
+
+    register_plan(lake, replace(plan("first", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
+                                compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70))))
+    register_plan(lake, replace(plan("second", "llm-7b", "600"), start=datetime(2026, 11, 24, tzinfo=timezone.utc),
+                                run_hours=Span(Decimal(48), Decimal(48)), compute_cost=Span(Decimal(600), Decimal(600))))
+
+
 def test_a_second_run_registered_within_the_first_plans_storage_retention_ends_the_first_plans_actual(tmp_path):
     # review49: since a plan's actual counts its storage's retention, a second run of the project started within
     # those days read as the first plan's spend, over plan. `first`: a 48 h run from the 20th, $200 compute and $70
@@ -562,11 +574,7 @@ def test_a_second_run_registered_within_the_first_plans_storage_retention_ends_t
     from dataclasses import replace
 
     lake = _priced_lake(tmp_path, {20: "110", 21: "110", 22: "10", 23: "10", 24: "310", 25: "310", 26: "10"})
-    register_plan(lake, replace(plan("first", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
-                                run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
-                                compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70))))
-    register_plan(lake, replace(plan("second", "llm-7b", "600"), start=datetime(2026, 11, 24, tzinfo=timezone.utc),
-                                run_hours=Span(Decimal(48), Decimal(48)), compute_cost=Span(Decimal(600), Decimal(600))))
+    _first_and_second_plans(lake)
     found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
     rows = {row["plan"]: row for row in found.rows}
     assert (rows["first"]["actual_to_date"], rows["first"]["after_end"], rows["first"]["status"]) == (
@@ -588,14 +596,8 @@ def test_a_window_a_later_plan_cut_with_nothing_spent_names_the_later_plans_star
     # session 51: "nothing was spent ... to its planned end and the 5 days' storage it priced, to 2026-11-27" where
     # plan second's start (the 24th) ended first's window: the note named an end the actual was not counted to.
     # first: a 48 h run from the 20th with 5 days' storage; nothing on llm-7b before second's run from the 24th
-    from dataclasses import replace
-
     lake = _priced_lake(tmp_path, {24: "300", 25: "300"})
-    register_plan(lake, replace(plan("first", "llm-7b", "200"), start=datetime(2026, 11, 20, tzinfo=timezone.utc),
-                                run_hours=Span(Decimal(48), Decimal(48)), retention_days=5,
-                                compute_cost=Span(Decimal(200), Decimal(200)), storage_cost=Span(Decimal(70), Decimal(70))))
-    register_plan(lake, replace(plan("second", "llm-7b", "600"), start=datetime(2026, 11, 24, tzinfo=timezone.utc),
-                                run_hours=Span(Decimal(48), Decimal(48)), compute_cost=Span(Decimal(600), Decimal(600))))
+    _first_and_second_plans(lake)
     found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
     [first] = [row for row in found.rows if row["plan"] == "first"]
     assert (first["status"], first["actual_to_date"], first["after_end"]) == ("nothing spent in its window", 0, 600)

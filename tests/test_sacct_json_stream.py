@@ -5,7 +5,6 @@ limit in a bare MemoryError traceback that named no file and stopped the other s
 from __future__ import annotations
 
 import json
-import tracemalloc
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -18,6 +17,7 @@ import connectors.sacct_json as sacct_json
 import connectors.slurm_records as slurm_records
 from connectors.sacct_files import file_attempts
 from service.cli.main import cli
+from tests.inventory_support import traced_peak
 
 SLURM = Path(__file__).parent / "data" / "slurm"
 READ = "SELECT * EXCLUDE (_file) FROM {} ORDER BY _row"
@@ -54,14 +54,19 @@ def test_a_document_of_many_jobs_is_read_without_holding_them(tmp_path, monkeypa
     with duckdb.connect() as con:
         one = file_attempts(con, SLURM / "sacct.json", 0, ZoneInfo("UTC"), "p5", in_directory=False)  # the imports
         [(each,)] = con.sql(f"SELECT count(*) FROM {one}").fetchall()
-        tracemalloc.start()
-        try:
-            table = file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        table, peak = traced_peak(lambda: file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False))
         assert con.sql(f"SELECT count(*) FROM {table}").fetchall() == [(100 * each,)]
     assert peak < 6 << 20, f"{peak / 2**20:.1f} MB of Python objects at once"
+
+
+def big_and_small(tmp_path, big):
+    """`spendlake inventory` of two slurm-jobs sources, `big` (read from the file `big`) and `small`; it fails (exit 3)."""
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "big", "kind": "slurm-jobs", "path": str(big)},
+        {"name": "small", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3, result.output
+    return result
 
 
 def test_memory_running_short_fails_that_file_naming_it_and_the_other_sources_run(tmp_path, monkeypatch):
@@ -69,11 +74,7 @@ def test_memory_running_short_fails_that_file_naming_it_and_the_other_sources_ru
         raise MemoryError
 
     monkeypatch.setattr(sacct_files, "json_members", short)
-    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
-        {"name": "big", "kind": "slurm-jobs", "path": str(SLURM / "sacct.json")},
-        {"name": "small", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")}]}))
-    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
-    assert result.exit_code == 3, result.output
+    result = big_and_small(tmp_path, SLURM / "sacct.json")
     assert (f"big (slurm-jobs): FAILED: {SLURM / 'sacct.json'}: out of memory while reading it: the machine's "
             "memory (or the process's limit) ran short, the file is not at fault — free memory or raise the limit, "
             "or write the export in smaller files (sacct by day)") in result.output, result.output
@@ -91,11 +92,7 @@ def test_memory_running_short_in_any_source_fails_that_source_and_the_others_run
         return real(lake, con, connector, source, *args)
 
     monkeypatch.setattr(inventory, "_read_and_commit", short)
-    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
-        {"name": "big", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")},
-        {"name": "small", "kind": "slurm-jobs", "path": str(SLURM / "sacct-parsable2.txt")}]}))
-    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
-    assert result.exit_code == 3, result.output
+    result = big_and_small(tmp_path, SLURM / "sacct-parsable2.txt")
     assert "big (slurm-jobs): FAILED: inventory[0]: out of memory while reading it" in result.output, result.output
     assert "small (slurm-jobs) jobs snapshot_date=" in result.output, result.output
 
