@@ -299,7 +299,10 @@ def read_csv(con: duckdb.DuckDBPyConnection, path: str | Path | Sequence[str | P
     named = "".join(f", {name} = ?" for name in options)
     # Only then: the filter reads every column, where a query over the file reads those it needs.
     blank = " AND ".join(f"{ident(name)} IS NULL" for name in names)
-    where = f" WHERE NOT ({blank})" if any(map(ends_in_blank_rows, paths)) else ""
+    # per file: a blank row inside another file of the run is no spreadsheet's save, its reader names it
+    blanks = [index for index, one in enumerate(paths) if ends_in_blank_rows(one)]
+    where = "" if not blanks else f" WHERE NOT ({blank})" if len(paths) == 1 else \
+        f" WHERE NOT ({blank} AND file_index IN ({', '.join(map(str, blanks))}))"
     relation = con.sql(f"SELECT *{', file_index' if numbered else ''} FROM read_csv(?{named}){where}",
                        params=[paths[0] if len(paths) == 1 else paths, *options.values()])
     return relation, dict(zip(names, header))

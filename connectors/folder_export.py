@@ -34,8 +34,9 @@ from service.core.per_value import PerValuePart, PerValueSelect
 # The most bytes of CSV (local copies) one part reads: a run's distinct tags and times, which
 # the stager converts once each (service.core.per_value), are those of its files together.
 CSV_RUN_BYTES = 1 << 30
-# The most gzip CSV files one part reads: their quotes are not counted (csvfile.quotes_closed),
-# and DuckDB reports a quote left open in a read of one to four files
+# The most CSV files one part holding a gzip file reads: gzip quotes are not counted
+# (csvfile.quotes_closed), and DuckDB reports a quote left open in a read of one to four files
+# (of five or more it drops that file's rows, whatever the others' kind)
 UNCHECKED_RUN_FILES = 4
 
 
@@ -138,7 +139,7 @@ def same_schema_runs(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], uris
     """The files (URIs, in order) cut into runs of consecutive files whose Hive folders have the
     same keys and that are Parquet files whose footers give the same schema, or CSV files with the
     same header and closed quotes (csvfile.quotes_closed; the local copies), at most CSV_RUN_BYTES
-    and UNCHECKED_RUN_FILES gzip files together: each run is read as one part. Any other file, or
+    together, and at most UNCHECKED_RUN_FILES files where one of them is gzip: each run is read as one part. Any other file, or
     every file when a footer or header cannot be read, is a run of its own: opened alone, it
     fails naming itself, as it always did."""
     signatures: list[object] = [None] * len(uris)
@@ -170,7 +171,8 @@ def same_schema_runs(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], uris
     run_bytes = run_unchecked = 0
     for i, uri in enumerate(uris):
         if runs and signatures[i] is not None and signatures[i] == signatures[i - 1] \
-                and run_bytes + sizes[i] <= CSV_RUN_BYTES and run_unchecked + unchecked[i] <= UNCHECKED_RUN_FILES:
+                and run_bytes + sizes[i] <= CSV_RUN_BYTES \
+                and (not run_unchecked + unchecked[i] or len(runs[-1]) < UNCHECKED_RUN_FILES):
             runs[-1].append(uri)
             run_bytes += sizes[i]
             run_unchecked += unchecked[i]
