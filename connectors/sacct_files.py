@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
-from connectors.sacct_json import NotJson, json_members, text_pieces
+from connectors.sacct_json import JOBS_TWICE, NotJson, json_members, text_pieces
 from connectors.slurm_json import NO_JOBS, record_attempts
 from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter, records
 from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
@@ -202,6 +202,7 @@ def _whole_document(path: Path, members: dict[str, Any]) -> None:
         raise BadRecord(f"sacct wrote error(s) into this document: {'; '.join(errors)[:400]}",
                         hint="fix what it says and run sacct again; its jobs list may be incomplete")
     said_warnings(members, path)
-    if members.get("jobs") != []:  # none, no list, or a second list (json.loads would read the last alone)
-        raise BadRecord(NO_JOBS if "jobs" not in members or not isinstance(members["jobs"], list)
-                        else 'two "jobs" lists in one document: which is sacct\'s?')
+    if members.get("jobs") is JOBS_TWICE:  # json.loads would read the last alone
+        raise BadRecord('"jobs" twice in one document: which is sacct\'s?')
+    if members.get("jobs") != []:  # none, or no list
+        raise BadRecord(NO_JOBS)

@@ -22,6 +22,7 @@ from service.core.json_text import NestedTooDeep
 PIECE = 1 << 20  # bytes read (and characters decoded) at a time
 LONGEST = 64 << 20  # characters a value that does not decode is read on to (a job is some KB): then it is not JSON
 BLANK = " \t\n\r"
+JOBS_TWICE = object()  # members["jobs"] of a document naming "jobs" twice
 
 
 class NotJson(ValueError):
@@ -132,7 +133,10 @@ def json_members(pieces: Iterator[str], members: dict[str, Any]) -> Iterator[Any
             raise text.failed("Expecting property name enclosed in double quotes")
         key = text.value()
         text.take(":", "Expecting ':' delimiter")
-        if key == "jobs" and text.next_char() == "[" and "jobs" not in members:
+        if key == "jobs" and "jobs" in members:  # json.loads would keep the last: neither is surely sacct's
+            text.value()
+            members["jobs"] = JOBS_TWICE
+        elif key == "jobs" and text.next_char() == "[":
             members["jobs"] = []  # said read: its elements are given, not kept
             text.at += 1
             if text.next_char() == "]":

@@ -160,6 +160,9 @@ GOOD = "12|12|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00
     ("null", 'JSON null is not a sacct --json document ({"jobs": [...]})'),
     ("[]", 'a JSON list is not a sacct --json document'),
     ('{"meta": {}, "errors": []}', 'not a sacct --json document: no "jobs" list'),
+    # review51b: a second "jobs" member, empty or after a null one, read as json.loads would not
+    ('{"jobs": [], "jobs": []}', '"jobs" twice in one document'),
+    ('{"jobs": null, "jobs": []}', '"jobs" twice in one document'),
     ('{"jobs": [', "not JSON"),
     ('{"jobs": [{"job_id": 4, "state": {"current": "SLEEPING"}}]}', "jobs[0] (job 4): BadRecord: state 'SLEEPING'"),
     # sacct --json when slurmdbd fails: its errors, and no jobs (stored as a day without jobs before)
