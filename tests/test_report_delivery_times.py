@@ -83,6 +83,10 @@ def test_a_delivery_read_again_under_its_id_is_said_read_again_not_delivered_aga
                                                  "05:06 UTC (its files' write time)"), restated_notes([other])
     assert restated_notes([replace(entry, replaced=replace(before, delivery_id=None))])[0].startswith(
         "Bill 2026-11 / cur / USD restated: delivered again at")  # a ledger before the id was kept: not claimed same
+    untold = replace(entry, delivered_at=None, delivered_by=None,
+                     replaced=replace(before, delivered_at=None, delivered_by=None))  # no write time (mtime 0)
+    assert restated_notes([untold])[0].startswith(
+        "Bill 2026-11 / cur / USD restated: read again (same delivery), its data"), restated_notes([untold])
     assert restated_notes([entry]) == [
         "Bill 2026-11 / cur / USD restated: read again (same delivery, of 2026-11-04 05:06 UTC (its files' write "
         "time)), its data still through 2026-11-04 00:00 UTC, it bills $60.00 where the delivery as ingested at "

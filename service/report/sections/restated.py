@@ -179,7 +179,7 @@ def again(delivery: Replaced, old: Replaced) -> str:
     again (`same`), said so."""
     told = f"{at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})" if delivery.delivered_at else ""
     if same(delivery, old):
-        return f"read again (same delivery, of {told})"
+        return f"read again (same delivery, of {told})" if told else "read again (same delivery)"
     if told:
         return f"delivered again at {told}"
     return f"delivered again, ingested at {at(delivery.ingested_at)}"
