@@ -681,3 +681,16 @@ def test_relative_bounds_read_back_from_the_datas_end_as_attributes_do(samples, 
                              f"TIMESTAMPTZ)) FROM read_csv('{tmp_path}/w/*/cost_and_usage.csv', all_varchar=true)"
                                  ).fetchall()
     assert window.since <= first <= last < window.until
+
+
+def test_a_csv_line_quotes_a_list_of_numbers_and_leaves_a_number_bare():
+    """review51b: a cell was left unquoted by its type's first word, so a list (INTEGER[]) would go out
+    with its commas unquoted, shifting every later column; a number stays bare, text quoted."""
+    import duckdb
+
+    from service.export.files import csv_lines
+
+    con = duckdb.connect()
+    typed = "SELECT 1.50::DECIMAL(10,2) AS cost, [1, 2]::INTEGER[] AS ids, 'a\"b' AS name"
+    [(line,)] = con.execute(csv_lines(con, typed, {}), {}).fetchall()
+    assert line == '1.50,"[1, 2]","a""b"\n'

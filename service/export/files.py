@@ -100,7 +100,8 @@ def csv_lines(con: duckdb.DuckDBPyConnection, typed: str, params: dict[str, Any]
     cells = []
     for name, kind, *_ in con.execute(f"DESCRIBE {typed}", params).fetchall():
         text = f"""CAST("{name.replace('"', '""')}" AS VARCHAR)"""
-        cells.append(f"coalesce({text if kind.startswith(UNQUOTED) else _quoted(neutralised_sql(text))}, '')")
+        number = kind.startswith(UNQUOTED) and "[" not in kind  # a list (INTEGER[]) holds commas: quoted
+        cells.append(f"coalesce({text if number else _quoted(neutralised_sql(text))}, '')")
     return f"SELECT concat({SEPARATOR.join(cells)}, chr(10)) AS line FROM ({typed}) AS typed"
 
 
