@@ -30,12 +30,13 @@ def run(tmp_path: Path, export: Path, lake: str = "lake") -> tuple[Lake, IngestR
 
 @pytest.fixture
 def reads(monkeypatch) -> Counter:
-    """How many times the connector read each file (its canonical SELECT, made per read)."""
+    """How many times the connector read each file (its canonical SELECT, made per read: of one
+    file, or of a run of files read together, each counted)."""
     counted: Counter = Counter()
     select = FocusConnector.select
 
     def counting(self, con, path, uri):
-        counted[Path(uri).name] += 1
+        counted.update(Path(one).name for one in getattr(path, "uris", (uri,)))
         return select(self, con, path, uri)
 
     monkeypatch.setattr(FocusConnector, "select", counting)
@@ -130,7 +131,9 @@ def test_41_another_dataset_among_new_files_is_skipped_and_the_others_still_go_i
 
 def test_46_periods_idle_while_others_are_read_write_what_they_buffer(tmp_path, monkeypatch):
     """A pass over several periods' files holds at most PENDING_ROWS buffered rows beyond the
-    periods being written: May's 100 rows are written as a row group when June's come."""
+    periods being written: May's 100 rows are written as a row group when June's come. Each file
+    a part of its own (same-header CSV files are otherwise one read, one part: test_csv_runs)."""
+    monkeypatch.setattr(FocusConnector, "reads_runs", False)
     monkeypatch.setattr(staging, "BATCH_ROWS", 50)
     monkeypatch.setattr(staging, "ROW_GROUP_ROWS", 1_000)
     monkeypatch.setattr(staging, "PENDING_ROWS", 150)
