@@ -30,6 +30,7 @@ from service.core.config_file import read_config_file
 from service.core.config_paths import LOCAL_PATH_KEYS
 from service.core.errors import ConfigError, UsageError
 from service.core.lake_sources import orphaned_sources
+from service.core.logs import redact
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
@@ -207,9 +208,10 @@ def _text(value: Any) -> str:
 
 
 def _named(location: str, entry: Any) -> str:
-    """A location as said: an s3:// one with its endpoint when it has one."""
+    """A location as said: an s3:// one with its endpoint when it has one (credentials in it
+    redacted: the words are kept in the lake's state and said in errors)."""
     endpoint = getattr(entry, "endpoint_url", None) if location.startswith("s3://") else None
-    return f"{location} (endpoint {endpoint})" if endpoint else location
+    return f"{location} (endpoint {redact(endpoint)})" if endpoint else location
 
 
 def _entry_of(path: Path, name: str, root: Path) -> Any | None:
