@@ -70,15 +70,23 @@ def test_a_run_reads_at_most_csv_run_bytes(tmp_path, monkeypatch):
     assert [p.files if isinstance(p, FilesPart) else 1 for p in staged[0]] == [2, 2, 1]
 
 
-def test_a_bad_value_in_the_middle_csv_file_names_that_file_and_line(tmp_path, monkeypatch):
+def failures_together_and_alone(tmp_path: Path, monkeypatch, damage) -> list[list[str]]:
+    """The failures of MANY_FILES, `damage(export)` done to them, read as runs and then each file
+    alone: what each way said."""
     said = []
     for alone in (False, True):
         if alone:
             each_file_alone(monkeypatch)
         export = write_export(tmp_path / "export", MANY_FILES)
-        bad = export / "SubAccountId=a%2Fb" / "part-0.csv"
-        bad.write_text(bad.read_text().replace("0.005", "abc"))
+        damage(export)
         said.append(failures(run(tmp_path / f"lake-{alone}", export)))
+    return said
+
+
+def test_a_bad_value_in_the_middle_csv_file_names_that_file_and_line(tmp_path, monkeypatch):
+    bad = tmp_path / "export" / "SubAccountId=a%2Fb" / "part-0.csv"
+    said = failures_together_and_alone(tmp_path, monkeypatch,
+                                       lambda _: bad.write_text(bad.read_text().replace("0.005", "abc")))
     refused = f"{bad}: could not read the delivery: line 2, column BilledCost: could not convert 'abc'"
     assert any(refused in text for text in said[0]), said[0]
     assert said[0] == said[1]
@@ -112,15 +120,9 @@ def test_a_quote_left_open_in_a_gzip_file_among_plain_ones_names_that_file(tmp_p
     DuckDB dropped the gzip file's rows after the quote without a word (its $2 and $4 lost, the file
     recorded as read): a run holding a gzip file, whose quotes are not counted, holds at most
     UNCHECKED_RUN_FILES files, whatever the others' kind."""
-    said = []
-    for alone in (False, True):
-        if alone:
-            each_file_alone(monkeypatch)
-        export = write_export(tmp_path / "export", MANY_FILES)  # plain and gzip files, a run of more than four
-        bad = export / "SubAccountId=999" / "part-0.csv.gz"
-        bad.write_bytes(gzip.compress(gzip.decompress(bad.read_bytes()).replace(b",AWS", b',"AWS', 1)
-                                      + b"1,1,USD,2024-07-01,2024-07-03,AWS,2\n"))
-        said.append(failures(run(tmp_path / f"lake-{alone}", export)))
+    bad = tmp_path / "export" / "SubAccountId=999" / "part-0.csv.gz"  # among plain files, a run of more than four
+    said = failures_together_and_alone(tmp_path, monkeypatch, lambda _: bad.write_bytes(gzip.compress(
+        gzip.decompress(bad.read_bytes()).replace(b",AWS", b',"AWS', 1) + b"1,1,USD,2024-07-01,2024-07-03,AWS,2\n")))
     assert any(text.startswith(f"{bad}: ") and "unterminated quote" in text for text in said[0]), said[0]
     assert said[0] == said[1]
 
@@ -129,17 +131,15 @@ def test_a_blank_row_inside_one_file_is_named_though_another_file_of_the_run_end
     """review51b: the spreadsheet's trailing blank rows of one file made the run leave out every
     blank row of every file: a blank row inside another file, which read alone fails naming it
     (no billing period), was dropped without a word. The blank rows are left out per file."""
-    said = []
-    for alone in (False, True):
-        if alone:
-            each_file_alone(monkeypatch)
-        export = write_export(tmp_path / "export", MANY_FILES)
-        trailing = export / "SubAccountId=70" / "part-0.csv"
+    trailing = tmp_path / "export" / "SubAccountId=70" / "part-0.csv"
+    inside = tmp_path / "export" / "SubAccountId=71" / "part-0.csv"
+
+    def damage(_) -> None:
         trailing.write_text(trailing.read_text() + ",,,,,,\n")
-        inside = export / "SubAccountId=71" / "part-0.csv"
         header, *rows = inside.read_text().splitlines()
         inside.write_text("\n".join([header, ",,,,,,", *rows]) + "\n")
-        said.append(failures(run(tmp_path / f"lake-{alone}", export)))
+
+    said = failures_together_and_alone(tmp_path, monkeypatch, damage)
     assert any(text.startswith(f"{inside}: ") for text in said[0]), said[0]
     assert not any(str(trailing) in text for text in said[0]), said[0]
     assert said[0] == said[1]
