@@ -23,7 +23,8 @@ from service.core import bill_overlap
 from service.core.claims import claim, refused
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
-from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
+from service.core.errors import (DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error,
+                                 out_of_memory)
 from service.core.files import files_named
 from service.core.lake import Lake
 from service.core.units import currency_text, exact_text
@@ -240,7 +241,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
                               hint="check the location and the kind")
     except LakeBusyError:
         raise
-    except (SpendlakeError, OSError, duckdb.Error) as exc:
+    except (SpendlakeError, OSError, duckdb.Error, MemoryError) as exc:  # this source's failure: the others still run
         outcomes.append(_failed(source, _as_error(exc, source.location)))
     if connector is not None:  # also when nothing else was found: the line says why that file was not read
         outcomes[:0] = [_skipped(source, other) for other in connector.passed_over()]
@@ -328,7 +329,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
             raise changed
     except OtherDataset as other:
         return _skipped(source, other)
-    except (SpendlakeError, OSError, duckdb.Error) as exc:
+    except (SpendlakeError, OSError, duckdb.Error, MemoryError) as exc:
         raise_if_stopped()  # at once: not the other deliveries, nor a survey of the files
         # a file rewritten under the read fails it in any way: say that, not what it broke
         error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
@@ -366,4 +367,7 @@ def _as_error(exc: Exception, where: str) -> SpendlakeError:
         return exc
     if isinstance(exc, OSError):
         return os_error(exc, where)
+    if isinstance(exc, MemoryError):  # Python's own allocations (a header, a manifest) under a memory limit
+        return out_of_memory(exc, where, "free memory or raise the process's limit (ulimit -v), or have the "
+                                         "source deliver smaller files")
     return duckdb_error(exc, "could not read the delivery", where=where)
