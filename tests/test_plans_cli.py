@@ -223,14 +223,19 @@ def test_the_api_answers_the_rows_the_cli_prints(tmp_path):
     bad = api.handle("/api/v1/plans", {"as_of": ["30/11"]}, None)
     assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "as_of"
 
-    empty = tmp_path / "empty"
-    register_plan(Lake(empty / "lake"), plan("known", "llm-7b", "5000"))
-    no_bill = Api(parse_config({"lake": str(empty / "lake"), "sources": []}), CollectorRegistry())
+
+def test_the_apis_503_without_a_bill_says_the_lake_and_logs_where_it_is(tmp_path, caplog):
+    """The CLI's words, from the one check beside plans_as_of (was: the API's own, "the lake holds no
+    bill"), with the lake by name: its path, which the CLI says, was told to any HTTP client; it is
+    in the service's log."""
+    register_plan(Lake(tmp_path / "lake"), plan("known", "llm-7b", "5000"))
+    no_bill = Api(parse_config({"lake": str(tmp_path / "lake"), "sources": []}), CollectorRegistry())
     response = no_bill.handle("/api/v1/plans", {}, None)
     error = json.loads(response.body)["error"]
     assert response.status == 503 and error["hint"] == "run `spendlake ingest`"
-    # the CLI's words, from the one check beside plans_as_of (was: the API's own, "the lake holds no bill")
-    assert error["message"] == f"the lake at {empty / 'lake'} is empty: no actual spend to set against the plans"
+    assert error["message"] == "the lake is empty: no actual spend to set against the plans"
+    assert str(tmp_path) not in response.body.decode()
+    assert f"the lake at {tmp_path / 'lake'} is empty: no actual spend to set against the plans" in caplog.text
 
 
 def test_an_actual_between_the_scenarios_is_on_plan_when_the_optimistic_one_has_spent_more(tmp_path):

@@ -215,11 +215,11 @@ def test_links_fifos_and_folders_in_the_reports_folder_are_not_followed(tmp_path
         status, _, body = request(port, f"/reports/{DAY}/{name}")
         assert status == 404 and "not a report file" in error(body), name
     status, _, body = request(port, "/reports/2026-11-27/report.json")
-    assert status == 404 and error(body) == (f"{out}/2026-11-27 is a link or not a report folder: not served "
-                                             "(the report writer makes plain folders and files)")
+    assert status == 404 and error(body) == ("the reports folder's 2026-11-27 is a link or not a report folder: not "
+                                             "served (the report writer makes plain folders and files)")
     (out / "2026-11-26").write_text("SECRET")  # a file where a day folder would be
     status, _, body = request(port, "/reports/2026-11-26/report.html")
-    assert status == 404 and error(body).startswith(f"{out}/2026-11-26 is a link or not a report folder")
+    assert status == 404 and error(body).startswith("the reports folder's 2026-11-26 is a link or not a report folder")
     index = request(port, "/reports/")[2].decode()
     assert "2026-11-27" not in index and "spend_by_team.csv" not in index and "summary.md" not in index
     assert request(port, f"/reports/{DAY}/report.json")[0] == 200  # the rest of the day is served
@@ -233,11 +233,13 @@ def test_a_day_without_report_html_yet_is_a_404_saying_it_is_being_written(tmp_p
         assert status == 404 and error(body) == (f"the report of {DAY} is not complete: report.html is written last "
                                                  "(being written now, or its run failed)")
     status, _, body = request(port, "/reports/latest/")
-    assert status == 404 and error(body).startswith(f"no complete report yet in {tmp_path / 'reports'}: ")
+    assert status == 404 and error(body).startswith("no complete report yet in the reports folder: ")
 
 
 @pytest.mark.parametrize("state", ["missing", "empty", "a file"])
-def test_no_reports_folder_yet_is_an_empty_index_and_a_404_naming_where(tmp_path, serve, state):
+def test_no_reports_folder_yet_is_an_empty_index_and_a_404_naming_where(tmp_path, serve, state, caplog):
+    """Named as `the reports folder` to the client, its path in the service's log."""
+    caplog.set_level("INFO", logger="service.serve")
     out = tmp_path / "reports"
     if state == "empty":
         out.mkdir()
@@ -245,17 +247,19 @@ def test_no_reports_folder_yet_is_an_empty_index_and_a_404_naming_where(tmp_path
         out.write_text("x")
     port = serve()
     status, _, body = request(port, f"/reports/{DAY}/report.html")
-    assert status == 404 and error(body) == {
-        "missing": f"no reports yet: {out} does not exist", "empty": f"no report of {DAY} in {out}",
-        "a file": f"{out} is a file, not a folder of reports"}[state]
+    said = {"missing": "no reports yet: {} does not exist", "empty": f"no report of {DAY} in {{}}",
+            "a file": "{} is a file, not a folder of reports"}[state]
+    assert status == 404 and error(body) == said.format("the reports folder")
+    assert said.format(out) in caplog.text
     if state == "a file":  # every page says so
         assert [request(port, target)[0] for target in ("/reports/", "/reports/latest/", "/api/v1/reports")] == [404] * 3
         return
     status, _, body = request(port, "/reports/latest/")
-    assert status == 404 and f"in {out}: the service writes the day before's at 06:00 UTC" in error(body)
+    assert status == 404 and "in the reports folder: the service writes the day before's at 06:00 UTC" in error(body)
     status, _, body = request(port, "/reports/")
-    assert status == 200 and "No complete report yet" in body.decode()
-    assert json.loads(request(port, "/api/v1/reports")[2]) == {"location": str(out), "latest": None, "days": [], "older": None}
+    assert status == 200 and "No complete report yet" in body.decode() and str(tmp_path) not in body.decode()
+    assert json.loads(request(port, "/api/v1/reports")[2]) == {"location": "the reports folder", "latest": None,
+                                                               "days": [], "older": None}
 
 
 def test_a_file_removed_while_the_index_is_listed_is_left_out_not_a_500(tmp_path, serve, monkeypatch):
@@ -290,8 +294,9 @@ def test_an_unreadable_report_file_is_a_503_naming_it_and_logged(tmp_path, serve
     status, _, body = request(port, f"/reports/{DAY}/report.json")
     answer = json.loads(body)["error"]
     assert status == 503 and answer["message"] == "cannot read the reports: Permission denied"
-    assert answer["where"] == str(tmp_path / "reports" / DAY / "report.json")
-    assert any("Permission denied" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    assert answer["where"] == f"the reports folder's {DAY}/report.json"
+    assert any("Permission denied" in r.getMessage() and str(tmp_path / "reports" / DAY / "report.json") in r.getMessage()
+               for r in caplog.records if r.levelname == "ERROR")
 
 
 def test_reports_need_the_token_as_bearer_or_as_the_basic_password(tmp_path, serve):
@@ -312,10 +317,10 @@ def test_reports_need_the_token_as_bearer_or_as_the_basic_password(tmp_path, ser
 
 
 def test_the_index_escapes_what_it_shows(tmp_path, serve):
-    out = tmp_path / "<script>alert(1)</script>"
+    out = tmp_path / "<script>alert(1)</script>"  # a local folder is said by name, not shown (an S3 prefix is, escaped)
     write_day(out)
     body = request(serve(out), "/reports/")[2].decode()
-    assert "<script>" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert "<script>" not in body and "From the reports folder." in body and str(tmp_path) not in body
 
 
 def test_a_large_file_is_sent_in_chunks_not_read_whole(tmp_path):

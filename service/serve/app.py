@@ -36,6 +36,7 @@ from service.ingest.freshness import source_freshness
 from service.core.lake_damage import unnamed_damage
 from service.serve.http import Response, error_response, json_response
 from service.serve.reports import PAGE_PARAMS, Reports, page_params
+from service.serve.unpathed import Unpathed
 from service.ingest.status import ahead_lines, lake_notes, orphan_lines, status as lake_status, with_notes
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ class Api:
         self.registry = registry
         self.token = token
         self.clock = clock
-        self.reports = Reports(config)
+        self.unpathed = Unpathed.of(config, self.lake.root)  # what a client is told of the server's folders
+        self.reports = Reports(config, self.unpathed)
         self.rollups = RollupsKept()
         self.routes: dict[str, Route] = {
             "/metrics": Route(self.metrics, protected=config.service.metrics_auth == "token"),
@@ -152,19 +154,19 @@ class Api:
             with kept_in(self.rollups):  # a stale period rolled up for one request serves the next
                 return route.handler(query, authorized) if route.detailed else route.handler(query)
         except UsageError as exc:
-            return error_response(400, exc.message, where=exc.where, hint=exc.hint)
+            return self.unpathed.refusal(400, exc, path)
         except LakeBusyError as exc:
-            return error_response(503, exc.message, where=exc.where, hint=exc.hint)
+            return self.unpathed.refusal(503, exc, path)
         except SpendlakeError as exc:  # unreadable data or a full disk is the server's condition, not a bug
             log.error("%s: %s", path, exc)
             status = 503 if isinstance(exc, (DataError, ResourceError)) else 500
-            return error_response(status, exc.message, where=exc.where, hint=exc.hint)
+            return self.unpathed.refusal(status, exc, path, logged=True)
         except duckdb.Error as exc:  # a lake file cut short or altered: named, not an anonymous 500
             damaged = damaged_lake_file(exc) or unnamed_damage(self.lake, exc)
             if damaged is None:
                 raise
             log.error("%s: %s", path, damaged)
-            return error_response(503, damaged.message, where=damaged.where, hint=damaged.hint)
+            return self.unpathed.refusal(503, damaged, path, logged=True)
 
     def authorized(self, header: str | None) -> bool:
         """`Bearer <token>`, or `Basic` with the token as the password (the user name is ignored)."""
@@ -189,7 +191,7 @@ class Api:
     def readyz(self, query: Query, authorized: bool = False) -> Response:
         """Ready or not, and which sources hold it back (never ingested, data older than the
         source's freshness_hours, or no successful ingest within them); the reasons (paths,
-        errors) only to a holder of the API token."""
+        errors; the lake by name) only to a holder of the API token."""
         reasons, waiting = [], []
         try:
             with self.lake.query(tables=("costs",)) as con:  # the bill: a damaged findings file fails its own API
@@ -206,11 +208,11 @@ class Api:
         if not reasons:
             return json_response(200, {"status": "ready"})
         body = {"status": "not ready", "not_ready": waiting}
-        return json_response(503, {**body, "reasons": reasons} if authorized else body)
+        return json_response(503, {**body, "reasons": [self.unpathed(r) for r in reasons]} if authorized else body)
 
     def status(self, query: Query) -> Response:
         now = self.clock()
-        return json_response(200, {
+        return json_response(200, self.unpathed.throughout({  # its sources' errors, its jobs' and notes said so
             "now": iso_utc(now),
             "read_only": self.config.service.read_only,  # service.read_only: it schedules no job
             # the rows of `status --sources --format json` (its note rows are `lake_notes`)
@@ -221,7 +223,7 @@ class Api:
             "notes": ahead_lines(self.lake, now) + orphan_lines(self.lake),
             # its `copies:` and `derived:` lines, as its JSON's note rows: source, note_kind, note
             "lake_notes": [note.row(()) for note in lake_notes(self.lake)],
-        })
+        }))
 
 
     def attribute(self, query: Query) -> Response:
@@ -238,7 +240,7 @@ class Api:
             now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         answer = attribute_query(self.lake, self.config, parsed, job_rules=True)  # the job rules on its connection
         result = with_notes(self.lake, self.config, parsed, answer, naming=api_parameter)
-        return json_response(200, noted(result.to_json(), no_bill_note(self.lake, result)))
+        return json_response(200, self.unpathed.notes(noted(result.to_json(), no_bill_note(self.lake, result))))
 
     def runs(self, query: Query) -> Response:
         """The engine and JSON contract of `spendlake runs --format json`, with the note the CLI says on
@@ -251,7 +253,7 @@ class Api:
                                  run=one(query, "run"), now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = runs(self.lake, self.config, parsed)
         note = no_bill_note(self.lake, result) or runs_outside_the_data(self.lake, result) or runs_past_the_data(result)
-        return json_response(200, noted(result.to_json(), note))
+        return json_response(200, self.unpathed.notes(noted(result.to_json(), note)))
 
     def findings(self, query: Query) -> Response:
         """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
@@ -279,7 +281,7 @@ class Api:
 
         found = plans_as_of(self.config, self.lake, report_day(one(query, "as_of"), now=self.clock(), lake=self.lake,
                                                             option="as_of"))
-        return json_response(200, found.to_json())
+        return json_response(200, self.unpathed.notes(found.to_json()))
 
     def budgets(self, query: Query) -> Response:
         """`spendlake budgets --format json`'s rows, with the month, the moment judged and what it says beside them."""

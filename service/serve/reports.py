@@ -35,6 +35,7 @@ from service.report.render import SCRIPT_HASH
 from service.report.write import default_out
 from service.serve.http import Response, error_response, json_response
 from service.serve.report_store import FILE_NAME, LAST, ReportDay, ReportNotFound, report_day, report_store
+from service.serve.unpathed import Unpathed
 
 FRAMING = "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 # style-src: the report's <style> and SVG presentation; with default-src 'none' no style can
@@ -64,8 +65,9 @@ def page_params(path: str) -> frozenset[str]:
 
 
 class Reports:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, unpathed: Unpathed):
         self.store = report_store(default_out(config))
+        self.unpathed = unpathed  # a 404 names no folder of the server's
         self.daily_at = config.service.daily_at
 
     # ---- JSON --------------------------------------------------------------------------
@@ -76,9 +78,9 @@ class Reports:
         try:
             shown = self.index_page(query)
         except ReportNotFound as exc:
-            return error_response(404, exc.message, where="report.out")
+            return self.unpathed.refusal(404, exc, "/api/v1/reports", where="report.out")
         return json_response(200, {
-            "location": self.store.where, "latest": shown.latest and shown.latest.isoformat(),
+            "location": self.unpathed(self.store.where), "latest": shown.latest and shown.latest.isoformat(),
             "days": [{"day": d.day.isoformat(), "complete": d.complete,
                       "files": [{"name": f.name, "bytes": f.size, "modified": iso_utc(f.modified),
                                  "url": f"/reports/{d.day.isoformat()}/{f.name}"} for f in d.files]}
@@ -125,7 +127,7 @@ class Reports:
             if day is not None and len(parts) == 2 and FILE_NAME.fullmatch(parts[1]):
                 return self.file(day, parts[1])
         except ReportNotFound as exc:
-            return error_response(404, exc.message, where=path, hint="see /reports/ for the days there are")
+            return self.unpathed.refusal(404, exc, path, where=path, hint="see /reports/ for the days there are")
         return error_response(404, "not a report: /reports/<YYYY-MM-DD>/<file>, where <file> is report.html, "
                                    "report.json, summary.md or a table's CSV", where=path, hint="see /reports/")
 
@@ -167,7 +169,7 @@ class Reports:
         nav = f"<p>{' '.join(links)}</p>\n" if links else ""
         page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
                 f"<title>spendlake daily reports</title><style>{INDEX_STYLE}</style></head><body>\n"
-                f"<h1>spendlake daily reports</h1>\n<p class=\"note\">From {escape(self.store.where)}. "
+                f"<h1>spendlake daily reports</h1>\n<p class=\"note\">From {escape(self.unpathed(self.store.where))}. "
                 f"All days UTC, newest first.</p>\n{head}\n{table}\n{nav}</body></html>\n")
         return Response(200, page.encode(), CONTENT_TYPES[".html"], {"Content-Security-Policy": INDEX_CSP})
 
