@@ -122,12 +122,12 @@ class MemoryConnector:
         return cost_relation(con, self.ROWS)
 
 
-def start_serve(config_path: Path, *extra: str, env: dict | None = None,
-                prefix: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
-    """`python -m service serve` (run by `prefix`: setpriv...), returning the process and its base URL
-    once it listens."""
+def start_serve(config_path: Path, *extra: str, env: dict | None = None, prefix: tuple[str, ...] = (),
+                options: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """`python -m service serve` (run by `prefix`: setpriv...; `options` the command's own, `-vv`),
+    returning the process and its base URL once it listens."""
     proc = subprocess.Popen(
-        [*prefix, sys.executable, "-m", "service", "--config", str(config_path), "serve", *extra],
+        [*prefix, sys.executable, "-m", "service", *options, "--config", str(config_path), "serve", *extra],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )

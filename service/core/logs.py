@@ -28,6 +28,14 @@ KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown",
 # sentence's `token.` is the word `token` and its full stop)
 CREDENTIAL = (r"(?=[A-Za-z0-9._~+/=-]*[0-9.~+/=]|[A-Za-z0-9._~+/=-]{24})"
               r"[A-Za-z0-9._~+/-]*[A-Za-z0-9]=*(?![A-Za-z0-9._~+/=-])")
+# the headers that carry a credential (`Proxy-Authorization` ends in `authorization`), the schemes
+# whose next word is the credential (`token` is not one: `Authorization: token rejected`), a header's
+# value (up to a space, a quote, `,`, `;` or `&`, or an escaped line break: a request's repr shows `\r`),
+# and what ends its line
+CREDENTIAL_HEADER = r"(?:authorization|x-api-key)"
+SCHEMES = ("basic", "bearer", "digest", "negotiate", "apikey")
+HEADER_VALUE = r"[^\s'\",;&\\<][^\s'\",;&\\]*"  # not a placeholder's `<token>`, nor `<redacted>`
+LINE_END = r"\s*(?:$|[\r\n'\",;}]|\\[rn])"
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials.
 # Up to the authority's last `@`, as urlsplit and the HTTP client read it: a password written
 # with a bare `@` (`p@ss`, not `p%40ss`) is still sent, and was shown from that `@` on. A `'`
@@ -37,11 +45,18 @@ REDACTIONS = (
     URL_CREDENTIALS,
     (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),
     (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\",\s}]+"), r"\1<redacted>"),
-    # an Authorization header's value: all of it when quoted (botocore's `{'Authorization': b'AWS4-…'}`),
-    # else a credential with or without its scheme (`Authorization: Basic <b64>`), not the words a
-    # server writes after the header's name (`Authorization: token rejected; check url`)
-    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*b?['\"])[^'\"}]+"), r"\1<redacted>"),
-    (re.compile(rf"(?i)(authorization\s*[:=]\s*)(?:[a-z][a-z0-9-]*\s+)?{CREDENTIAL}"), r"\1<redacted>"),
+    # a credential header's value (Authorization, Proxy-Authorization, X-Api-Key): all of it when quoted
+    # (botocore's `{'Authorization': b'AWS4-…'}`), else a credential with or without its scheme
+    # (`Authorization: Basic <b64>`), any value after a scheme that takes one (`Bearer abc`), and a value
+    # of any length ending the header's line (`Authorization: hunter` and a line break, a quote or the
+    # text's end: a request echoed), not the words a server writes after the header's name
+    # (`Authorization: token rejected; check url`); a cookie's `name=value` pairs, all of its line
+    (re.compile(rf"(?i)((?:{CREDENTIAL_HEADER}|cookie)['\"]?\s*[:=]\s*b?['\"])[^'\"}}]+"), r"\1<redacted>"),
+    (re.compile(rf"(?i)({CREDENTIAL_HEADER}\s*[:=]\s*)(?:(?:[a-z][a-z0-9-]*\s+)?{CREDENTIAL}"
+                rf"|(?:{'|'.join(SCHEMES)})\s+{HEADER_VALUE}|(?!(?:{'|'.join(KEY_STATES)})\b){HEADER_VALUE}"
+                rf"(?={LINE_END}))"), r"\1<redacted>"),
+    (re.compile(rf"(?i)(cookie\s*[:=]\s*)(?=[^\s=;,'\"\\]+=)[^\r\n'\"\\]*[^\s'\"\\](?={LINE_END})"),
+     r"\1<redacted>"),
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
