@@ -4,12 +4,16 @@ Clients use the standard credential chain and the standard retry mode: throttlin
 (ThrottlingException, SlowDown, TooManyRequests) and 5xx are retried with backoff up to
 `max_attempts`. Errors become a SourceError that names the API action and the resource,
 and says what to do next (refresh credentials, grant the action, check the config path).
+A client may be given a timeout for each attempt's connect and reads, and a deadline over all of
+its calls (`ends_by`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from connectors.http_json import Deadline
 from service.core.errors import SourceError
 
 CREDENTIAL_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidToken",
@@ -19,12 +23,31 @@ DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "403", "AllAc
 
 
 def make_client(service: str, *, config_path: str, region: str | None = None, profile: str | None = None,
-                endpoint_url: str | None = None, max_attempts: int = 5) -> Any:
+                endpoint_url: str | None = None, max_attempts: int = 5, timeout: float | None = None) -> Any:
+    """`timeout`: each attempt's connect and each of its reads (botocore's default: 60 s each)."""
     from botocore.config import Config as BotoConfig
 
+    waits = {"connect_timeout": timeout, "read_timeout": timeout} if timeout else {}
     return _session(profile, config_path, region).client(service, endpoint_url=endpoint_url,
                           # total_max_attempts counts the first call too (botocore's max_attempts would not)
-                          config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts}))
+                          config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts},
+                                            **waits))
+
+
+def ends_by(client: Any, deadline: Deadline, where: str, smaller: str) -> Any:
+    """`client`, its calls held to `deadline` (the source's, over all of them): once it has passed,
+    no attempt is sent, no answer taken and no retry waited for; the deadline's SourceError instead
+    (`where` and `smaller` as http_json names them). A backoff botocore began before it (its standard
+    mode's: 20 s at most, 25 s where AWS says when to retry) may end past it; the attempt after it is
+    not sent. Made with a `timeout` no longer than what is left, an attempt ends by it too."""
+
+    def past(**_) -> None:
+        if time.monotonic() >= deadline.at:
+            raise deadline.overdue(where, smaller)
+
+    client.meta.events.register_first("before-send", past)  # before moto's stand-in, in tests
+    client.meta.events.register_first("needs-retry", past)
+    return client
 
 
 def default_region(profile: str | None, config_path: str) -> str:

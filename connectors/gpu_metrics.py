@@ -16,7 +16,10 @@ Three origins (exactly one per source):
   minutes by default, and serve's jobs with it);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
-  `InstanceId` dimension, per region; the `index` dimension is the GPU;
+  `InstanceId` dimension, per region; the `index` dimension is the GPU. All the regions' calls,
+  their attempts and backoffs, within the same `deadline_seconds` (aws_client.ends_by), each
+  attempt's connect and reads within timeout_seconds: an endpoint not answering held the source
+  max_attempts x botocore's 60 s connect and 60 s read per call, for every region;
 - `path`: CSV/Parquet files with the table's columns.
 Every hour also gets an instance aggregate row (`gpu` NULL): the mean over its GPUs.
 The window is `lookback_hours` back from the last full hour, widened to whole UTC days:
@@ -34,7 +37,7 @@ from typing import Any, Literal
 import duckdb
 from pydantic import Field, model_validator
 
-from connectors.aws_client import aws_error, default_region, make_client
+from connectors.aws_client import aws_error, default_region, ends_by, make_client
 from connectors.aws_sigv4 import Sigv4, check_sigv4, prometheus_access
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
@@ -50,7 +53,8 @@ from service.core.units import naive_utc
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
 RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
 CLOUDWATCH_QUERIES_PER_CALL = 500  # GetMetricData's limit
-DEFAULT_DEADLINE = 300.0  # seconds, for all of a source's Prometheus queries (deadline_seconds)
+DEFAULT_DEADLINE = 300.0  # seconds, for all of a source's Prometheus queries or CloudWatch calls (deadline_seconds)
+MIN_ATTEMPT_SECONDS = 0.1  # a CloudWatch attempt's connect and reads at least (what is left of the deadline)
 
 
 def window(now: datetime, lookback_hours: int) -> tuple[datetime, datetime]:
@@ -104,9 +108,9 @@ class GpuMetricsSource(InventorySource):
     lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
     timeout_seconds: float = Field(default=30, gt=0, le=600)
     deadline_seconds: float | None = Field(default=None, gt=0, le=3600, description=(
-        "all of the Prometheus queries together, their attempts and the waits between them; an attempt is "
-        "given what is left of it when that is less than timeout_seconds; at least timeout_seconds (default: "
-        "300, or timeout_seconds for each metric when that is more)"))
+        "all of the Prometheus queries (or CloudWatch calls) together, their attempts and the waits between them; "
+        "an attempt is given what is left of it when that is less than timeout_seconds; at least timeout_seconds "
+        "(default: 300, or timeout_seconds for each metric when that is more)"))
 
     @property
     def deadline(self) -> float:
@@ -198,9 +202,14 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
 
         c = self.config
         rows: list[dict[str, Any]] = []
+        deadline = Deadline.after(c.deadline, f"{self.config_path}.deadline_seconds")  # all regions' calls
         for region in c.regions or (default_region(c.profile, self.config_path),):
-            client = make_client("cloudwatch", config_path=self.config_path, region=region, profile=c.profile,
-                                 endpoint_url=c.endpoint_url, max_attempts=c.max_attempts)
+            where = f"region {region}, namespace {c.cloudwatch_namespace}"
+            client = ends_by(make_client("cloudwatch", config_path=self.config_path, region=region, profile=c.profile,
+                                         endpoint_url=c.endpoint_url, max_attempts=c.max_attempts,
+                                         timeout=max(min(c.timeout_seconds, deadline.left()), MIN_ATTEMPT_SECONDS)),
+                             deadline, where, f"read a shorter window ({self.config_path}.lookback_hours) or fewer "
+                                          f"regions ({self.config_path}.regions)")
             action = "cloudwatch:ListMetrics"
             try:
                 metrics = [m for page in client.get_paginator("list_metrics").paginate(
@@ -226,8 +235,7 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
                                              "hour": naive_utc(timestamp), "util_pct": float(value),
                                              "metric": c.cloudwatch_metric})
             except (ClientError, BotoCoreError) as exc:
-                raise aws_error(exc, action, f"region {region}, namespace {c.cloudwatch_namespace}",
-                                self.config_path) from None
+                raise aws_error(exc, action, where, self.config_path) from None
         return rows
 
 

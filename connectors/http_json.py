@@ -65,6 +65,14 @@ class Deadline:
     def after(cls, seconds: float, setting: str) -> Deadline:
         return cls(time.monotonic() + seconds, seconds, setting)
 
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def overdue(self, where: str, smaller: str) -> SourceError:
+        """The source's error once it has passed: its requests at `where`; `smaller`, what asks less of them."""
+        return SourceError(f"the source's requests were not all answered within {self.seconds:g} s ({self.setting}), "
+                           "retries included", where=where, hint=f"raise {self.setting}, or {smaller}")
+
 
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
              timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
@@ -161,9 +169,7 @@ class _Limit:
 
     def overdue(self) -> SourceError:
         assert self.deadline is not None
-        return SourceError(f"the source's requests were not all answered within {self.deadline.seconds:g} s "
-                           f"({self.deadline.setting}), retries included", where=self.where,
-                           hint=f"raise {self.deadline.setting}, or {self.smaller}")
+        return self.deadline.overdue(self.where, self.smaller)
 
     def too_slow(self, size: int) -> SourceError:
         if self.capped:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -243,6 +244,55 @@ def test_cloudwatch_agent_gpu_metrics(tmp_path):
     assert got[(0, hours[0])] == 80.0 and got[(1, hours[0])] == 0.0 and got[(1, hours[2])] == 40.0
     assert got[(None, hours[0])] == 40.0 and got[(None, hours[2])] == 60.0
     assert {r[4] for r in rows(tmp_path)} == {"nvidia_smi_utilization_gpu"}
+
+
+REGIONS = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1",
+           "eu-north-1", "ap-south-1", "ap-northeast-1", "sa-east-1"]
+
+
+@mock_aws
+def test_the_cloudwatch_calls_end_by_the_sources_deadline(tmp_path, monkeypatch):
+    """CloudWatch had no deadline: each call waited botocore's 60 s connect and 60 s read for each of
+    max_attempts, for every region, serve's jobs behind it. Its calls, all regions', now end by
+    deadline_seconds as the Prometheus queries do: a CloudWatch answering each call in 1 s held twelve
+    regions 12 s; with a 2.5 s deadline none is sent past it and the source fails naming it."""
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    asked: list[float] = []
+    listed = CloudWatchBackend.list_metrics
+
+    def slow(self, *args, **kwargs):
+        asked.append(time.monotonic())
+        time.sleep(1)
+        return listed(self, *args, **kwargs)
+
+    monkeypatch.setattr(CloudWatchBackend, "list_metrics", slow)
+    began = time.monotonic()
+    outcome = run(tmp_path, datetime.now(timezone.utc), cloudwatch=True, regions=REGIONS, timeout_seconds=1,
+                  deadline_seconds=2.5)
+    took = time.monotonic() - began
+    assert ": the source's requests were not all answered within 2.5 s (inventory[0].deadline_seconds), retries " \
+           "included — raise inventory[0].deadline_seconds, or read a shorter window (inventory[0].lookback_hours) " \
+           "or fewer regions (inventory[0].regions)" in str(outcome.error), outcome.error
+    assert str(outcome.error).startswith("region "), outcome.error
+    # the slack is the machine's load (a shared CI host), not the deadline's
+    assert took < 8 and 0 < len(asked) < len(REGIONS) and all(when - began < 4 for when in asked), (took, asked)
+
+
+def test_a_cloudwatch_endpoint_not_answering_ends_by_the_deadline(tmp_path, monkeypatch):
+    """An endpoint that takes the connection and never answers: each attempt's read waited 60 s
+    (botocore's), max_attempts times; now timeout_seconds, and all of them end by deadline_seconds."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never accepts: the connect succeeds
+        began = time.monotonic()
+        outcome = run(tmp_path, datetime.now(timezone.utc), cloudwatch=True, regions=["us-east-1"],
+                      endpoint_url=f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_seconds=1,
+                      deadline_seconds=2.5)
+        took = time.monotonic() - began
+    assert "region us-east-1, namespace CWAgent: the source's requests were not all answered within 2.5 s " \
+           "(inventory[0].deadline_seconds)" in str(outcome.error), outcome.error
+    assert took < 15, (took, outcome.error)  # five attempts of 60 s reads without
 
 
 def test_local_files_add_instance_aggregates(tmp_path):
