@@ -490,3 +490,22 @@ def test_attempts_of_one_job_that_ended_alike_each_carry_their_own_parts_cost(tm
         ("p5/9@1", D(8), D(80), False), ("p5/9@2", D(4), D(100), False)]
     [row] = result.rows
     assert row.cost == D(180) == sum(j.cost for j in result.story.jobs)
+
+
+def test_the_reports_unfinished_jobs_count_attempts_as_the_story_does(tmp_path):
+    """The report's unfinished jobs counted job ids (job 7, requeued twice: 1) where `runs --run`'s
+    by_state counts attempts (7@1 and 7@2: 2). Both count attempts now, and the column says so:
+    REQUEUED 2 attempts $60, FAILED 1 (job 1) $40, CANCELLED 1 (job 4, r2) $10."""
+    from datetime import date
+
+    from service.report.sections.clusters import clusters_section
+
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    [section] = clusters_section(cfg, lake, date(2026, 11, 2), 10)
+    [table] = [t for t in section.tables if t.key == "unfinished_jobs"]
+    assert [(r["state"], r["jobs"], r["cost"]) for r in table.rows] == [
+        ("REQUEUED", 2, D(60)), ("FAILED", 1, D(40)), ("CANCELLED", 1, D(10))]
+    [column] = [c for c in table.columns if c.key == "jobs"]
+    assert column.label == "attempts"
+    by_state = {s["state"]: s["jobs"] for s in story(lake, cfg).story.to_json()["by_state"]}
+    assert by_state["REQUEUED"] == 2 and by_state["FAILED"] == 1

@@ -162,7 +162,9 @@ def top_runs(config: Config, lake: Lake, month: Window, top: int, cost: str = "b
 
 
 def unfinished_jobs(usage) -> Table:
-    """Cost of the month's jobs by final state, the unfinished ones (failed, cancelled, timed out...)."""
+    """Cost of the month's jobs by final state, the unfinished ones (failed, cancelled, timed out...),
+    and their attempts: each job record its parts name (a job requeued twice is two, as `runs --run`'s
+    by_state counts them); a job whose parts name no record (an EKS pod) is one."""
     cost: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
     jobs: dict[tuple[str, str | None], int] = defaultdict(int)
     totals: dict[str | None, Decimal] = defaultdict(Decimal)
@@ -171,14 +173,14 @@ def unfinished_jobs(usage) -> Table:
         state = (job.values.get("job_state") or "").upper()
         if state in UNFINISHED:
             cost[(state, job.currency)] += job.cost
-            jobs[(state, job.currency)] += 1
+            jobs[(state, job.currency)] += len(job.records) or 1
     rows = [{"state": state, "currency": currency, "jobs": jobs[(state, currency)], "cost": amount,
              "share_pct": share_pct(amount, totals[currency])}
             for (state, currency), amount in sorted(cost.items(), key=lambda kv: (str(kv[0][1]), -kv[1], kv[0][0]))]
     # each state of UNFINISHED the month holds (REQUEUED, OUT_OF_MEMORY...), not just those it names
     return Table("unfinished_jobs", "Unfinished jobs (failed, cancelled, timed out, requeued, preempted...), "
                  "month to date", [
-        Column("state", "state"), Column("currency", "currency"), Column("jobs", "jobs", "count"),
+        Column("state", "state"), Column("currency", "currency"), Column("jobs", "attempts", "count"),
         Column("cost", "cost", "money"), Column("share_pct", "share of jobs' cost", "percent")],
         rows=rows, markdown=(("state",), "cost"), notes=share_notes(rows, "cost", lambda row: totals[row["currency"]]))
 
