@@ -12,7 +12,6 @@ import click
 
 from service.attribution import told_by
 from service.core.config import Config, load_config
-from service.core.coverage import empty_lake_line
 from service.core.errors import AGAIN, ResourceError, SpendlakeError, damaged_lake_file, os_error, resource_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
@@ -279,7 +278,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
     from service.ingest.status import (NOTE_COLUMNS, STATUS_COLUMNS, ahead_lines, freshness_notes, lake_notes,
-                                       orphan_lines, status as lake_status, with_notes)
+                                       no_bill_note, orphan_lines, status as lake_status, with_notes)
 
     table = (fmt or default_format()) == "table"
     sources = source_freshness(obj.config, obj.lake, utc_now())
@@ -293,8 +292,10 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     if sources_only:
         return
     rows = lake_status(obj.lake)
-    if not rows and table:
-        click.echo(empty_lake_line(obj.lake))
+    # a lake without a bill: the table says so in a line, CSV and JSON in a row before the lake's notes
+    empty = [] if rows else [no_bill_note(obj.lake, sources, bool(obj.config.sources))]
+    if empty and table:
+        click.echo(empty[0].text)
         _check_snapshots(obj.lake)
         return
     if table:  # a table shows cents, as the demo does; CSV and JSON keep every decimal
@@ -303,7 +304,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status",
              right=("rows", "billed_cost", "effective_cost"), whole=("billing_period", "currency", "billed_cost", "check"))
     else:
-        emit(with_notes(rows, STATUS_COLUMNS, notes), [*STATUS_COLUMNS, *NOTE_COLUMNS], fmt)
+        emit(with_notes(rows, STATUS_COLUMNS, [*empty, *notes]), [*STATUS_COLUMNS, *NOTE_COLUMNS], fmt)
     for line in ahead_lines(obj.lake, utc_now()):
         click.echo(f"ahead: {line}", err=True)
     for line in orphan_lines(obj.lake):

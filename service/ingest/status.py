@@ -10,7 +10,7 @@ from datetime import datetime
 
 from service.core import bill_overlap, derived_records, derived_sweep
 from service.core.claims import other_configs
-from service.core.coverage import stamped_ahead
+from service.core.coverage import billed_orphans, empty_lake, stamped_ahead
 from service.core.lake import Lake
 from service.core.output import one_line
 from service.core.serving import served_note
@@ -31,7 +31,7 @@ class Note:
     """A line the table of `spendlake status` says on stderr, `<kind>: <text>`, beside its rows;
     CSV and JSON, which hold one table, carry it as a row of that table (`row`)."""
 
-    kind: str  # copies | overlap | derived (lake_notes); failing | stale (freshness_notes)
+    kind: str  # copies | overlap | derived (lake_notes); failing | stale (freshness_notes); no_bill (no_bill_note)
     text: str
     source: str | None = None  # the source it is about, when one
 
@@ -63,6 +63,20 @@ def lake_notes(lake: Lake) -> list[Note]:
     `source` the first of them), and the derived files' damage."""
     return (copies_skipped(lake) + [Note("overlap", o.sentence(), o.sources[0]) for o in bill_overlap.lake_overlaps(lake)]
             + [Note("derived", line) for line in derived_damage(lake)])
+
+
+def no_bill_note(lake: Lake, sources: Sequence[SourceFreshness], billing: bool) -> Note:
+    """What `status` says in place of the partitions of a lake without a bill of the configured
+    sources (the table prints it; CSV and JSON, which `[]` left saying nothing, carry it as a row):
+    empty, or holding the inventory of the sources the table above lists with data (`sources`,
+    source_freshness's rows), and the next step (`billing`: the config names a billing source)."""
+    what, step = empty_lake(lake)
+    held = [row.source for row in sources if row.data_through is not None]
+    if held and not billed_orphans(lake):
+        what = f"the lake at {lake.root} holds no bill, only the inventory of {', '.join(held)}"
+    if not billing:
+        step = "add the bill's export under `sources:`, then run `spendlake ingest`"
+    return Note("no_bill", f"{what}: {step}")
 
 
 def ahead_lines(lake: Lake, now: datetime) -> list[str]:
