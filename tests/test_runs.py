@@ -676,3 +676,37 @@ def test_groups_come_costliest_first_as_the_runs_in_each_and_top_keeps_that_orde
     lines = list(csv.DictReader(io.StringIO(runner.invoke(cli, [*args, "--format", "csv"]).stdout)))
     assert [(r["project"], r["run"], r["folded_runs"]) for r in lines] == [
         ("beta", "b2", ""), ("beta", "other", "1"), ("alpha", "a2", ""), ("alpha", "other", "1"), ("gamma", "g1", "")]
+
+
+def test_runs_without_since_answers_the_last_7_days_of_the_data_as_the_api_does(tmp_path):
+    """`spendlake runs` without --since was exit 2 (the window needs a start): it answers the
+    last RUNS_SINCE (7d) of the data, as `runs --since 7d`, and /api/v1/runs without `since` the
+    same; the data ends at 11:00 on 2026-11-02 (i-a's and i-b's hour), so the window is
+    2026-10-26 11:00 to then, holding r1 ($80), r2 ($20) and r3 (running, not billed: $0).
+    `--until` alone counts the 7 days back from it; `--run` alone keeps its own span."""
+    lake, _ = lake_with_runs(tmp_path)
+    path = write_config(tmp_path, lake)
+
+    def shown(*args: str) -> dict:
+        result = CliRunner().invoke(cli, ["--config", path, "runs", *args, "--format", "json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    default = shown()
+    assert default == shown("--since", "7d")
+    assert (default["since"], default["until"]) == ("2026-10-26T11:00:00Z", "2026-11-02T11:00:00Z")
+    assert {r["run"]: r["cost"] for r in default["rows"]} == {"r1": "80.000000000000", "r2": "20.000000000000",
+                                                             "r3": "0"}
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    served = json.loads(api.handle("/api/v1/runs", {}, None).body)
+    assert {key: served[key] for key in default} == default
+    until = shown("--until", "2026-11-02T10:30:00")
+    assert (until["since"], until["until"]) == ("2026-10-26T10:30:00Z", "2026-11-02T10:30:00Z")
+    assert (shown("--run", "r2")["since"], shown("--run", "r2")["until"]) == ("2026-11-02T10:00:00Z",
+                                                                             "2026-11-02T11:00:00Z")
+    from service.attribution import RUNS_SINCE
+    from service.cli.runs import runs_command
+
+    [since] = [option for option in runs_command.params if option.name == "since"]
+    assert RUNS_SINCE == "7d"
+    assert f"[default: {RUNS_SINCE}; with --run: the run's own span" in " ".join(since.help.split())

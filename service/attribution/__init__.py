@@ -27,7 +27,7 @@ its modules (tests/test_layout.py):
   `cluster_totals`: its clusters alone;
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
   clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py; asked: run_query.py,
-  answered: run_result.py);
+  by default over the last `RUNS_SINCE` of the data; answered: run_result.py);
 - `RunStory`, `RunJob`, `RunInstance`: one run's jobs, cost by job type and state, and the idle
   beside it, for `runs --run` (service/attribution/run_story.py); `UNFINISHED`, `job_attempt`: its
   figures, what its unfinished attempts and failed re-runs cost (service/attribution/run_figures.py);
@@ -75,7 +75,7 @@ _MODULES = {
     "rollup_kept": ("RollupsKept", "kept_in"),
     "rollup_told": ("told_by",),
     "run_rows": ("runs",),
-    "run_query": ("RunsQuery",),
+    "run_query": ("RUNS_SINCE", "RunsQuery"),
     "run_result": ("OTHER", "RunRow", "RunsResult", "RunTotal"),
     "run_story": ("RunInstance", "RunJob", "RunStory"),
     "run_figures": ("UNFINISHED", "job_attempt"),

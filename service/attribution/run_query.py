@@ -19,6 +19,7 @@ from service.core.suggest import suggestion
 from service.core.timewindow import Window, data_anchored, parse_window, utc_now
 
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
+RUNS_SINCE = "7d"  # the window's start when `runs --since` or the API's `since` is not given (nor `run`)
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,9 @@ class RunsQuery:
               naming: Naming = cli_option) -> RunsQuery:
         """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
         Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end);
-        without `since`, `run`'s window is its own span (`run_window`)."""
+        without `since`, `run`'s window is its own span (`run_window`), else the last RUNS_SINCE."""
         if not since and not (run or "").strip():
-            raise UsageError("the window needs a start", where=naming("since"),
-                             hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
+            since = RUNS_SINCE
         if not since and until:
             raise UsageError("the window needs a start", where=naming("since"),
                              hint=f"give {naming('since')} too, or neither for the run's own span")

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import click
 
+from service.attribution import RUNS_SINCE
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
@@ -83,8 +84,8 @@ def _why_no_run(result) -> str:
 
 
 @click.command("runs", cls=SingleValueCommand)
-@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC); with --run, "
-              "default: the run's own span (first start to last end, whole hours).")
+@click.option("--since", help=f"Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC)  [default: "
+              f"{RUNS_SINCE}; with --run: the run's own span (first start to last end, whole hours)]")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`; "
               "3d: 3 days before it).")
 @click.option("--by", "by", multiple=True, callback=given_once,
