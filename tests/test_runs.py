@@ -710,3 +710,28 @@ def test_runs_without_since_answers_the_last_7_days_of_the_data_as_the_api_does(
     [since] = [option for option in runs_command.params if option.name == "since"]
     assert RUNS_SINCE == "7d"
     assert f"[default: {RUNS_SINCE}; with --run: the run's own span" in " ".join(since.help.split())
+
+
+def test_a_config_without_clusters_has_no_runs_and_says_so_with_exit_0(tmp_path):
+    """A config without `clusters:` (nothing places GPU instances' cost on jobs) made `runs` exit
+    2 (`attribution.clusters: no shared clusters are configured`), /api/v1/runs a 400: there are no
+    runs to show, which is no usage error. It answers the JSON contract with no row, says why on
+    stderr and in `notes` (the API's too), exit 0; the table prints no table, only the note."""
+    lake, _ = lake_with_runs(tmp_path)
+    config = {key: value for key, value in whole_config(tmp_path, lake).items() if key != "attribution"}
+    path = tmp_path / "clusterless.yaml"
+    path.write_text(yaml.safe_dump(config))
+    note = ("no runs: the config has no `clusters:` under `attribution:` (attribution.clusters), which places the "
+            "shared GPU clusters' instance cost on the jobs that held them: add it to see runs (README: Shared GPU "
+            "clusters)")
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert {key: data[key] for key in ("since", "until", "rows", "totals", "notes")} == {
+        "since": "2026-11-02T00:00:00Z", "until": "2026-11-03T00:00:00Z", "rows": [], "totals": [], "notes": [note]}
+    assert data["data_through"] == "2026-11-02T11:00:00Z"
+    assert shown.stderr == f"note: {note}\n"
+    table = CliRunner().invoke(cli, ["--config", str(path), "runs", "--format", "table"])
+    assert (table.exit_code, table.stdout, table.stderr) == (0, "", f"note: {note}\n")
+    served = api_for(parse_config(config)).handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None)
+    assert served.status == 200 and json.loads(served.body) == data

@@ -76,7 +76,7 @@ _MODULES = {
     "rollup_told": ("told_by",),
     "run_rows": ("runs",),
     "run_query": ("RUNS_SINCE", "RunsQuery"),
-    "run_result": ("OTHER", "RunRow", "RunsResult", "RunTotal"),
+    "run_result": ("NO_CLUSTERS", "OTHER", "RunRow", "RunsResult", "RunTotal"),
     "run_story": ("RunInstance", "RunJob", "RunStory"),
     "run_figures": ("UNFINISHED", "job_attempt"),
     "commitment_usage": ("COMMITMENTS_SINCE", "Commitment", "CommitmentsResult", "commitments",

@@ -16,6 +16,9 @@ from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, iso_utc, past_the_data
 
 OTHER = "other"
+NO_CLUSTERS = ("no runs: the config has no `clusters:` under `attribution:` (attribution.clusters), which places the "
+               "shared GPU clusters' instance cost on the jobs that held them: add it to see runs (README: Shared GPU "
+               "clusters)")
 GPU_HOURS_QUANTUM = MONEY_QUANTUM = Decimal("1e-6")
 
 
@@ -88,6 +91,7 @@ class RunsResult:
     states_left_out: tuple[str, ...] = ()  # the last jobs' states `--state` did not name (why it kept none)
     story: RunStory | None = None  # `run`: its jobs, splits and idle
     idle_rules: tuple[IdleRule, ...] = ()  # the job-field rules no job of the window meets (job_rules.py)
+    no_clusters: bool = False  # the config has no `clusters:`: no run, NO_CLUSTERS says why (`notes` in JSON)
     # the lake state the rows were read in: the job records its warnings read (AttributionResult.read_in)
     read_in: Snapshot | None = field(default=None, compare=False, repr=False)
 
@@ -113,7 +117,8 @@ class RunsResult:
                             "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals],
                 "data_through": iso_utc(self.data_through) if self.data_through else None,
                 "sources": [{"source": name, "data_through": iso_utc(moment) if moment else None}
-                            for name, moment in self.sources]} | (self.story.to_json() if self.story else {})
+                            for name, moment in self.sources]} | (self.story.to_json() if self.story else {}) | (
+            {"notes": [NO_CLUSTERS]} if self.no_clusters else {})
 
 
 def _text(value: Decimal | None) -> str | None:

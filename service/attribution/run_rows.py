@@ -41,6 +41,7 @@ and by state, the idle of its instances while it held them (service/attribution/
 what its unfinished attempts and failed re-runs cost (run_figures.py: with a Config, the
 failed-reruns rule as its `rules:` set it; an AttributionConfig, the rule's defaults);
 without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note instead of its story.
+A config without `clusters:` has no runs: no row, and NO_CLUSTERS in the JSON's `notes` (`no_clusters`).
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ from service.attribution.run_query import RunsQuery
 from service.attribution.run_result import GPU_HOURS_QUANTUM, RunRow, RunsResult
 from service.attribution.run_story import run_story
 from service.attribution.run_sums import run_sums
-from service.core.config import Config
+from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
-from service.core.coverage import billing_periods, data_end, snapshot_data_end
+from service.core.coverage import billing_data_through, billing_periods, data_end, snapshot_data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -80,6 +81,10 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     """One row per run of the shared GPU clusters in the query's window (module docstring), all
     read in one snapshot of the lake: the run's span, its job records and costs of one state."""
     rules = config.rules if isinstance(config, Config) else {}  # the failed-reruns rule's: a story's figures
+    if attribution_of(config).clusters is None:  # nothing places GPU instances' cost on jobs: no run to show
+        window = query.window or run_window(lake, query.run, query.naming)
+        return RunsResult(replace(query, window=window), (), (), sources=tuple(billing_data_through(lake).items()),
+                          no_clusters=True)
     config = with_clusters(config)
     return held_sessions(lake, config, lambda snapshot, session: _runs(lake, snapshot, session, config, query, rules),
                          Needs(usage_dims(config), (query.cost,), allocates=True))  # idle shares, a run's story

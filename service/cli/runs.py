@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import click
 
-from service.attribution import RUNS_SINCE
+from service.attribution import NO_CLUSTERS, RUNS_SINCE
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
@@ -105,6 +105,10 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
                             end=None if fixed_end(until) else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
+    if result.no_clusters:  # nothing to show, which is no error: the JSON's contract without a row, and why
+        render(result, fmt)
+        click.echo(f"note: {NO_CLUSTERS}", err=True)
+        return
     idle_rules(result.idle_rules)
     if note := no_bill_note(obj.lake, result, obj.config.lake):
         click.echo(note, err=True)
