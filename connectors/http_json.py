@@ -52,6 +52,10 @@ CHUNK_BYTES = 1 << 16
 REDIRECTS = 5  # followed within one attempt, whatever max_attempts is
 
 
+class DeadlinePassed(SourceError):
+    """The source's Deadline ended its requests: what is left of them would be asked past it too."""
+
+
 @dataclass(frozen=True)
 class Deadline:
     """When all of a source's requests, their attempts and the waits between them, must be done by
@@ -68,10 +72,11 @@ class Deadline:
     def left(self) -> float:
         return self.at - time.monotonic()
 
-    def overdue(self, where: str, smaller: str) -> SourceError:
+    def overdue(self, where: str, smaller: str) -> DeadlinePassed:
         """The source's error once it has passed: its requests at `where`; `smaller`, what asks less of them."""
-        return SourceError(f"the source's requests were not all answered within {self.seconds:g} s ({self.setting}), "
-                           "retries included", where=where, hint=f"raise {self.setting}, or {smaller}")
+        return DeadlinePassed(f"the source's requests were not all answered within {self.seconds:g} s "
+                              f"({self.setting}), retries included", where=where,
+                              hint=f"raise {self.setting}, or {smaller}")
 
 
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
@@ -167,7 +172,7 @@ class _Limit:
         if self.deadline is not None and time.monotonic() + seconds >= self.deadline.at:
             raise self.overdue()
 
-    def overdue(self) -> SourceError:
+    def overdue(self) -> DeadlinePassed:
         assert self.deadline is not None
         return self.deadline.overdue(self.where, self.smaller)
 

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import duckdb
 from pydantic import Field, field_validator
 
+from connectors.source_deadline import RequestLimits
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
 from service.core.files import hidden_folder
@@ -73,9 +74,10 @@ class FileSource(JobSource):
         return name
 
 
-class HttpSource(JobSource):
+class HttpSource(JobSource, RequestLimits):
+    """A source asking an HTTP API: its attempts, each request's timeout and the run's deadline (RequestLimits)."""
+
     max_attempts: int = Field(default=5, ge=1, le=20, description="HTTP attempts in all (the first and its retries)")
-    timeout_seconds: float = Field(default=30, gt=0, le=600, description="per HTTP request, its whole answer")
     lookback_hours: int = Field(default=48, ge=1, le=24 * 400, description="jobs active in this many past hours")
     run_labels: tuple[str, ...] = Field(
         default=("run", "run_id"), max_length=20,

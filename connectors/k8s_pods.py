@@ -38,10 +38,11 @@ from pydantic import Field, field_validator, model_validator
 
 from connectors.aws_sigv4 import Signer, Sigv4, check_sigv4, prometheus_access
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
+from connectors.http_json import Deadline
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
 from connectors.k8s_pod_records import SHARED_GPU, WHOLE_GPUS, PodTable, resource_label
-from connectors.prometheus_api import Series, query_range
+from connectors.prometheus_api import Series, pieces, query_range
 from service.core.config_base import HttpUrl
 from service.core.errors import SourceError
 from service.core.registry import Feeds
@@ -59,6 +60,8 @@ NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a
 # The GPU's pod on a DCGM exporter series, first found first: renamed by a scrape without honor_labels
 # (the exporter's own pod is `pod`), as dcgm-exporter --use-old-namespace writes it, as it writes it by default
 POD_LABELS = (("exported_namespace", "exported_pod"), ("pod_namespace", "pod_name"), ("namespace", "pod"))
+# the kube-state-metrics queries every run asks (its deadline's default gives each timeout_seconds)
+POD_QUERIES = 17
 
 
 def spelled(label: str) -> str:
@@ -106,6 +109,15 @@ class K8sPodsSource(HttpSource):
         return {"prometheus_url": self.prometheus_url.rstrip("/"), "cluster_label": self.cluster_label,
                 "namespaces": sorted(set(self.namespaces)), "gpu_resources": sorted(self.gpu_shares())}
 
+    def requests(self) -> int:
+        """A run's queries (K8sPodsConnector.snapshot): POD_QUERIES at step_seconds, one more for `namespaces`,
+        one for a `cluster_label` no series carries, and each DCGM metric's and the MIG profiles' hourly; each
+        in pieces of prometheus_api.MAX_POINTS steps."""
+        span = timedelta(hours=self.lookback_hours)
+        pod_queries = POD_QUERIES + bool(self.namespaces) + bool(self.cluster_label)
+        hourly = len(self.dcgm_metrics) + 1 if self.dcgm_metrics else 0
+        return pod_queries * pieces(span, self.step_seconds) + hourly * pieces(span, 3600)
+
     def gpu_shares(self) -> dict[str, float]:
         """`shared_gpus` as kube-state-metrics labels the resources → a GPU's share per request."""
         return {resource_label(name): 1 / replicas for name, replicas in self.shared_gpus.items()}
@@ -125,6 +137,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         c = self.config
         end = now.astimezone(timezone.utc).replace(microsecond=0)
         start = end - timedelta(hours=c.lookback_hours)
+        deadline = c.start_deadline(self.config_path)  # over all of the run's queries
         table = PodTable(c.cluster_label, c.cluster, c.gpu_shares())
         resources = "|".join(spelled(label) for label in dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
         names = ", ".join(["namespace", "pod", *([c.cluster_label] if c.cluster_label else [])])
@@ -138,7 +151,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             return f"({selector}) and on ({names}) {gpu_pods}"
 
         def ask(query: str) -> list[Series]:
-            return self._query(query, start, end, c.step_seconds)
+            return self._query(query, start, end, c.step_seconds, deadline)
 
         # when kube-state-metrics last reported any pod: a pod listed before that and not since was deleted
         cluster_by = f" by ({c.cluster_label})" if c.cluster_label else ""
@@ -149,7 +162,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                               f"{minute_text(end)} UTC", where=c.prometheus_url,
                               hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
         if c.cluster_label and not any(series["metric"].get(c.cluster_label) for series in reported):
-            self._warn_unlabelled(reported, start, end)
+            self._warn_unlabelled(reported, start, end, deadline)
         if any(series["metric"].get("exported_pod") for series in ask('group by (exported_pod) '
                                                                       '(kube_pod_info{exported_pod!=""})')):
             raise SourceError("kube-state-metrics series carry exported_pod and exported_namespace: Prometheus scraped "
@@ -202,8 +215,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                               *([c.cluster_label] if c.cluster_label else [])])
         table.add_mig_nodes(ask(f"max by ({labelled}) (timestamp(kube_node_labels))"))
         if c.dcgm_metrics:
-            table.add_gpu_use(self._gpu_use(start, end))
-            table.add_mig_profiles(self._mig_profiles(start, end))
+            table.add_gpu_use(self._gpu_use(start, end, deadline))
+            table.add_mig_profiles(self._mig_profiles(start, end, deadline))
         return [SnapshotPart("jobs", jobs_relation(con, table.rows(c.run_labels)))]
 
     def _warn_unseen(self, listed: list[Series], start: datetime, end: datetime) -> None:
@@ -216,7 +229,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                         self.config_path, ", ".join(unseen), minute_text(start), minute_text(end),
                         ", ".join(sorted(seen - {""})[:20]) or "none", self.config_path)
 
-    def _warn_unlabelled(self, reported: list[Series], start: datetime, end: datetime) -> None:
+    def _warn_unlabelled(self, reported: list[Series], start: datetime, end: datetime, deadline: Deadline) -> None:
         """`cluster_label` on no kube_pod_info series of the window (a typo, a label the scrape
         does not add): every pod falls back to `cluster` without a word, several clusters' pods
         then one cluster's. One line naming the key and the labels a series carries (kube_pod_info
@@ -225,7 +238,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         last = datetime.fromtimestamp(max(value for series in reported for _, value in series["values"]), timezone.utc)
         try:  # only to word the warning: the pods were read, so a failing query does not fail the source
             carried = ", ".join(sorted({label for series in self._query("topk(1, kube_pod_info)", last, last,
-                                                                         c.step_seconds)
+                                                                         c.step_seconds, deadline)
                                         for label in series["metric"] if label != "__name__"})[:40]) or "none"
         except SourceError as exc:
             carried = f"not read ({exc.message})"
@@ -252,7 +265,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                         ", ".join(f"{name} ({len(named)} pod(s))" for name, named in sorted(pods.items())),
                         *first, self.config_path, min(pods))
 
-    def _gpu_use(self, start: datetime, end: datetime) -> dict[tuple[str, str, str], dict[datetime, float]]:
+    def _gpu_use(self, start: datetime, end: datetime,
+                 deadline: Deadline) -> dict[tuple[str, str, str], dict[datetime, float]]:
         """(cluster, namespace, pod) → hour → mean use %, from the first DCGM metric that has the pod.
         `avg_over_time(...[1h])` at each hour's end is that hour's mean."""
         c = self.config
@@ -266,7 +280,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         for metric in c.dcgm_metrics:
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: dict[tuple[str, str, str], dict[datetime, float]] = {}
-            for series in self._query(f"avg by ({by}) (avg_over_time({metric}[1h]))", first_end, last_end, 3600):
+            for series in self._query(f"avg by ({by}) (avg_over_time({metric}[1h]))", first_end, last_end, 3600,
+                                      deadline):
                 cluster, namespace, pod = self._gpu_pod(series["metric"])
                 if not pod or (c.namespaces and namespace not in c.namespaces) or (cluster, namespace, pod) in use:
                     continue
@@ -277,7 +292,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             use.update(found)
         return use
 
-    def _mig_profiles(self, start: datetime, end: datetime) -> dict[tuple[str, str, str], str]:
+    def _mig_profiles(self, start: datetime, end: datetime, deadline: Deadline) -> dict[tuple[str, str, str], str]:
         """(cluster, namespace, pod) → the GPU_I_PROFILE (`1g.10gb`) on its DCGM series: the pod
         runs on a MIG device, whatever resource name it requested."""
         c = self.config
@@ -286,7 +301,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         selector = f'{{__name__=~"{"|".join(c.dcgm_metrics)}", GPU_I_PROFILE!=""}}'
         profiles: dict[tuple[str, str, str], str] = {}
         first = min(start + timedelta(hours=1), end)
-        for series in self._query(f"group by ({by}) (last_over_time({selector}[1h]))", first, end, 3600):
+        for series in self._query(f"group by ({by}) (last_over_time({selector}[1h]))", first, end, 3600, deadline):
             cluster, namespace, pod = self._gpu_pod(series["metric"])
             if pod:
                 profiles[(cluster, namespace, pod)] = series["metric"]["GPU_I_PROFILE"]
@@ -299,12 +314,12 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                               ("", None))
         return (labels.get(c.cluster_label) if c.cluster_label else None) or c.cluster or "", namespace, pod
 
-    def _query(self, query: str, start: datetime, end: datetime, step: int) -> list[Series]:
+    def _query(self, query: str, start: datetime, end: datetime, step: int, deadline: Deadline) -> list[Series]:
         c = self.config
         return query_range(c.prometheus_url, query, start, end, step, timeout=c.timeout_seconds,
                            attempts=c.max_attempts, hint=f"check {self.config_path}.prometheus_url and that "
                                                          "kube-state-metrics is scraped", access=self._access,
-                           config_path=self.config_path)
+                           config_path=self.config_path, deadline=deadline)
 
     @cached_property
     def _access(self) -> tuple[Signer | None, str]:

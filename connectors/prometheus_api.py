@@ -67,6 +67,11 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
     return list(merged.values())
 
 
+def pieces(span: timedelta, step_seconds: int) -> int:
+    """How many requests `query_range` makes for a range of `span` at `step_seconds` (none halved)."""
+    return int(span.total_seconds() // (step_seconds * (MAX_POINTS + 1))) + 1
+
+
 def _matrix(body: dict, url: str, hint: str) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
     """A range query's series: labels and (time, value) pairs. An answer of another shape (the URL
     of a Loki, of a proxy's own API) is a SourceError saying so, not a traceback."""

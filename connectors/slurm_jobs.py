@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 from pydantic import Field, field_validator, model_validator
 
-from connectors.http_json import get_json, under
+from connectors.http_json import Deadline, DeadlinePassed, get_json, under
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, said_ahead, source_files
 from connectors.sacct_files import file_attempts, instant_times
@@ -75,6 +75,10 @@ class SlurmJobsSource(HttpSource, FileSource):
     def gpu_shares(self) -> GpuShares:
         """`shared_gpus` as the readers take it: a GRES → the share of a GPU one unit is."""
         return tuple((name, 1 / count) for name, count in sorted(self.shared_gpus.items()))
+
+    def requests(self) -> int:
+        """The jobs' request, after the OpenAPI documents that tell the version when api_version is not set."""
+        return 1 + (0 if self.api_version else len(OPENAPI_PATHS))
 
     def question(self) -> dict[str, object]:
         """The settings that decide which jobs slurmrestd returns (a window snapshot's fingerprint,
@@ -139,7 +143,8 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         c = self.config
         base = c.url or ""
         headers = self._headers()
-        version = c.api_version or self._newest_version(base, headers)
+        deadline = c.start_deadline(self.config_path)  # over the OpenAPI documents' requests and the jobs'
+        version = c.api_version or self._newest_version(base, headers, deadline)
         end = now.astimezone(timezone.utc)
         start = end - timedelta(hours=c.lookback_hours)
         # Slurm reads `2026-12-01T00:00:00` in slurmrestd's local zone; `uts<epoch>` is the same everywhere.
@@ -147,7 +152,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         url = under(base, f"/slurmdb/{version}/jobs")
         data = get_json(url, params=params, headers=headers, timeout=c.timeout_seconds, attempts=c.max_attempts,
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}",
-                        status_hints=self._refused(), config_path=self.config_path)
+                        status_hints=self._refused(), config_path=self.config_path, deadline=deadline)
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         said_warnings(data, url)
         try:
@@ -184,15 +189,17 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                  f"slurmrestd wants a JWT: set {self.config_path}.token_env to a variable holding one (scontrol token)")
         return {401: renew, 403: renew}
 
-    def _newest_version(self, base: str, headers: dict[str, str]) -> str:
+    def _newest_version(self, base: str, headers: dict[str, str], deadline: Deadline) -> str:
         errors = []
         for path in OPENAPI_PATHS:
             try:
                 spec = get_json(under(base, path), headers=headers, timeout=self.config.timeout_seconds,
                                 attempts=self.config.max_attempts, hint=f"check {self.config_path}.url",
-                                status_hints=self._refused(), config_path=self.config_path,
+                                status_hints=self._refused(), config_path=self.config_path, deadline=deadline,
                                 smaller=f"set {self.config_path}.api_version (e.g. v0.0.40): slurmrestd's OpenAPI "
                                         "document, which tells the version, is then not asked for")
+            except DeadlinePassed:
+                raise  # the other document would be asked past it
             except SourceError as exc:
                 if exc.hint in self._refused().values():
                     raise  # whichever document is asked for, the token is the answer

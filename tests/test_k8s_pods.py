@@ -676,3 +676,19 @@ def test_what_a_read_asked_is_the_settings_that_choose_the_pods():
     other = [asked(namespaces=["train"]), asked(namespaces=[]), asked(cluster_label="cluster"),
              asked(prometheus_url="http://other:9090"), asked(shared_gpus={})]
     assert all(question != asked() for question in other)
+
+
+@pytest.mark.binary
+def test_the_deadlines_default_counts_the_queries_a_run_asks(tmp_path, prometheus, monkeypatch):
+    """deadline_seconds' default gives each of a run's requests its timeout_seconds (as gpu-metrics' gives each
+    metric's): K8sPodsSource.requests is the queries one run asks, counted here at the client."""
+    from connectors import prometheus_api
+
+    asked = prometheus_api.get_json
+    urls: list[str] = []
+    monkeypatch.setattr(prometheus_api, "get_json", lambda url, **kw: urls.append(url) or asked(url, **kw))
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8)
+    assert outcome.error is None and list(outcome.rows.values()) == [7], outcome
+    source = parse_config({"inventory": [{"name": "k8s", "kind": "k8s-pods", "prometheus_url": prometheus,
+                                          "lookback_hours": 8}]}).inventory[0]
+    assert len(urls) == source.requests() == 17 + 3 + 1  # the pods', each DCGM metric's, the MIG profiles'

@@ -42,13 +42,14 @@ class FakeSlurmrestd(BaseHTTPRequestHandler):
 
     requests: list[tuple[str, dict, dict]]
     plan: list[tuple[int, bytes]]
-    slow: tuple[str, ...] = ()  # paths answered only after SLOW_SECONDS
+    slow: tuple[str, ...] = ()  # paths answered only after slow_seconds
+    slow_seconds = SLOW_SECONDS
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         path, query = urlsplit(self.path).path, parse_qs(urlsplit(self.path).query)
         self.requests.append((path, query, dict(self.headers)))
         if path in self.slow:
-            time.sleep(SLOW_SECONDS)
+            time.sleep(self.slow_seconds)
         if self.headers.get("X-SLURM-USER-TOKEN") and not self.headers.get("X-SLURM-USER-NAME"):
             return self.answer(401, b"Authentication failure")
         if path in ("/openapi/v3", "/openapi"):
