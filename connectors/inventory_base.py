@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import duckdb
 
+from connectors.file_readers import json_reader
 from service.core import json_text
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
@@ -143,10 +144,13 @@ def file_format(path: Path) -> str | None:
 def read_table_file(con: duckdb.DuckDBPyConnection, path: Path, table: str,
                     expressions: dict[str, str] | None = None) -> duckdb.DuckDBPyRelation:
     """A local CSV/Parquet/JSON file whose columns carry the table's names (others ignored),
-    cast to the table's types. `expressions` overrides how a column is computed."""
+    cast to the table's types. `expressions` overrides how a column is computed. A JSON file's
+    fields and types are found from every line (file_readers.json_reader): read_json's sample of
+    20,480 left out a field first written after it (every row's `gpu` NULL) and read a number
+    widened after it in the sample's type (55.5 as 56)."""
     fmt = file_format(path)
     readers = {"csv": lambda: con.read_csv(str(path), header=True), "parquet": lambda: con.read_parquet(str(path)),
-               "json": lambda: con.read_json(str(path))}
+               "json": lambda: json_reader(con, path, str(path))}
     if fmt not in readers:
         raise DataError("unsupported file type (want .csv, .csv.gz, .parquet, .json or .jsonl)", where=str(path))
     try:

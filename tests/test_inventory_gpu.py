@@ -307,6 +307,24 @@ def test_local_files_add_instance_aggregates(tmp_path):
     assert rows(tmp_path, "resource_id = 'i-0eee' AND gpu IS NULL")[0][3] == 55.0
 
 
+def test_a_json_lines_files_field_first_written_at_line_30000_is_read_and_typed_from_every_line(tmp_path):
+    """read_json sampled the first 20,480 lines: `gpu`, first written at line 30,000, was no column (the
+    line's GPU stored as an instance aggregate, gpu NULL) and a util_pct of 55.5 after whole numbers was
+    read as the sample's BIGINT, 56. Its fields and types now come from every line (file_readers.json_reader)."""
+    path = tmp_path / "metrics.jsonl"
+    lines = [{"resource_id": f"i-{n // 24:05d}", "hour": f"2026-11-20 {n % 24:02d}:00:00", "util_pct": 50}
+             for n in range(29_999)]
+    lines.append({"resource_id": "i-late", "gpu": 3, "hour": "2026-11-20 05:00:00", "util_pct": 55.5})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    outcome = run(tmp_path, datetime(2026, 11, 28, tzinfo=timezone.utc), path=str(path))
+    assert outcome.error is None, outcome.error
+    assert rows(tmp_path, "resource_id = 'i-late'") == [
+        ("i-late", 3, datetime(2026, 11, 20, 5), 55.5, None, "2026-11-20"),
+        ("i-late", None, datetime(2026, 11, 20, 5), 55.5, None, "2026-11-20")]
+    assert rows(tmp_path, "resource_id = 'i-00000' AND hour = '2026-11-20 07:00:00'") == [
+        ("i-00000", None, datetime(2026, 11, 20, 7), 50.0, None, "2026-11-20")]
+
+
 def test_a_files_days_are_counted_and_its_data_runs_through_its_latest_hour(tmp_path):
     """Each day's rows are the count its partition's record holds, and the source's data runs
     through the end of the latest hour, read from that day's committed file (not by scanning
