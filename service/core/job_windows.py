@@ -111,6 +111,16 @@ def create_view(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
             params=[value for row in rows for value in row] or None).create_view(VIEW)
 
 
+def not_held(records: str, holding: str) -> str:
+    """SQL: the rows of table or view `records` that `holding` does not hold, by record or a pod by its
+    uid (POD_UID: a pod read under its source's `cluster` renamed since is the same pod), with
+    `records`' columns: what a day's snapshot taken again keeps of the earlier one (kept_earlier), and
+    a run of the ended records only snapshots set aside held (service/ingest/jobs_ahead.py)."""
+    return (f"SELECT * EXCLUDE (a_uid) FROM (SELECT *, {POD_UID} AS a_uid FROM {records}) AS e WHERE e.record_id "
+            f"NOT IN (SELECT record_id FROM {holding}) AND (e.a_uid IS NULL OR e.a_uid NOT IN "
+            f"(SELECT {POD_UID} FROM {holding} WHERE {POD_UID} IS NOT NULL))")
+
+
 def _naive(moment: datetime) -> datetime:
     return (moment.astimezone(timezone.utc) if moment.tzinfo else moment).replace(tzinfo=None)
 
@@ -141,10 +151,8 @@ def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelati
     later, before = f"later_{key}", f"earlier_{key}"
     relation.create_view(later)
     con.read_parquet(earlier, hive_partitioning=False).create_view(before)
-    only = (f"SELECT * EXCLUDE (a_uid), times AND end_time IS NULL AND start_time IS NOT NULL AS ends FROM "
-            f"(SELECT *, {POD_UID} AS a_uid, $times AS times FROM {before}) AS e WHERE e.record_id NOT IN "
-            f"(SELECT record_id FROM {later}) AND (e.a_uid IS NULL OR e.a_uid NOT IN (SELECT {POD_UID} FROM {later} "
-            f"WHERE {POD_UID} IS NOT NULL))")
+    only = (f"SELECT *, $times AS times, $times AND end_time IS NULL AND start_time IS NOT NULL AS ends FROM "
+            f"({not_held(before, later)})")
     taken = min(times[0], _naive(now)) if times else None  # min: a clock set back
     params = {"times": times is not None, "taken": taken}
     [(held, ended, first)] = con.execute(f"SELECT count(*), count(*) FILTER (ends), min(record_id) FILTER (ends) "

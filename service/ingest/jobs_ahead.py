@@ -20,6 +20,7 @@ import duckdb
 
 from service.core.coverage import data_end, parse_utc
 from service.core.errors import DataError
+from service.core.job_windows import POD_UID, not_held
 from service.core.lake import DATA_FILE, Lake
 from service.core.snapshot_ledger import SET_ASIDE, read_record
 from service.core.snapshot_set_aside import set_aside_files
@@ -66,24 +67,26 @@ def jobs_ahead(lake: Lake, source: str, now: datetime, wall: datetime) -> list[P
 
 def hold_ended(con: duckdb.DuckDBPyConnection, ahead: Sequence[Path]) -> str | None:
     """The ended job records of the snapshots `ahead` (jobs_ahead's), each record's from the newest
-    snapshot holding it, as the table HELD of `con` (the run's writer), read before they are set
-    aside; None when there is none."""
+    snapshot holding it (a pod's by its uid: job_windows.POD_UID), as the table HELD of `con` (the
+    run's writer), read before they are set aside; None when there is none."""
     if not ahead:
         return None
     con.execute(f"CREATE OR REPLACE TEMP TABLE {HELD} AS SELECT * EXCLUDE (filename) FROM read_parquet($files, "
                 "hive_partitioning = false, filename = true) WHERE end_time IS NOT NULL "
-                "QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY filename DESC) = 1",
+                f"QUALIFY row_number() OVER (PARTITION BY coalesce({POD_UID}, record_id) ORDER BY filename DESC) = 1",
                 {"files": [str(file) for file in ahead]})
     return HELD
 
 
 def with_ended(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, source: str,
                held: str | None) -> duckdb.DuckDBPyRelation:
-    """The job snapshot `relation` with the records of `held` (hold_ended's) it does not hold."""
+    """The job snapshot `relation` with the records of `held` (hold_ended's) it does not hold, by record or a
+    pod by its uid (job_windows.not_held, as a day's snapshot taken again keeps the earlier's): a pod read
+    again under its source's `cluster` renamed since was kept twice, its hours charged twice."""
     if held is None:
         return relation
     relation.create_view("read_now")
-    only = f"SELECT * FROM {held} WHERE record_id NOT IN (SELECT record_id FROM read_now)"
+    only = not_held(held, "read_now")
     [(kept,)] = con.execute(f"SELECT count(*) FROM ({only})").fetchall()
     if not kept:  # the relation as it is: the same records give the same bytes
         return relation
