@@ -33,7 +33,6 @@ rows) → x_split_parent_resource_id, x_split_cost, x_split_unused_cost.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import uuid
@@ -44,7 +43,7 @@ import duckdb
 
 from connectors.aws_columns import AwsColumns, first_text, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import RESERVATION_ARN, focus_columns, product_text
-from connectors.csvfile import RESAVED_ID_PROBLEM, unless_resaved_id
+from connectors.csvfile import RESAVED_ID_PROBLEM, csv_reader, unless_resaved_id
 from connectors.export_formats import looks_like
 from service.core.errors import DataError
 from service.core.hidden_columns import LINE_ITEM_KEY, rounded_away_sql, rounding_select
@@ -144,7 +143,7 @@ class BadValueLocator:
             return next((n for n, value in enumerate(values, 1) if bad(value)), None)
         opener = gzip.open if file.lower().endswith(".gz") else open
         with opener(file, "rb") as raw:
-            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=""))
+            reader = csv_reader(io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=""))
             header = next(reader, [])
             if column not in header:
                 return None

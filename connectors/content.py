@@ -14,11 +14,12 @@ of one head are read whole for `digest`.
 from __future__ import annotations
 
 import codecs
-import csv
 import hashlib
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from connectors.csvfile import csv_reader
 
 HEAD, RAW_HEAD = 256 * 1024, 1024 * 1024  # a gzip's first MiB holds more than 256 KiB of its text
 CHUNK = 1024 * 1024
@@ -100,5 +101,5 @@ def head(raw: bytes, name: str) -> tuple[str, list[str]]:
     columns: list[str] = []
     if name.lower().endswith((".csv", ".csv.gz")):
         line = bytes(text).split(b"\n", 1)[0].decode("utf-8", "replace")
-        columns = [c.strip().lower() for c in next(csv.reader([line]), [])]
+        columns = [c.strip().lower() for c in next(csv_reader([line]), [])]
     return hashlib.sha256(bytes(text[:HEAD])).hexdigest()[:32], columns

@@ -19,7 +19,7 @@ import re
 import shutil
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -72,7 +72,7 @@ def csv_header(path: str | Path, where: str) -> list[str]:
         raise DataError(f"cannot read the file: it is not utf-8 encoded (line {line})", where=where,
                         hint="re-export it as UTF-8") from None
     try:
-        header = next(csv.reader(io.StringIO(text, newline="")), [])
+        header = next(csv_reader(io.StringIO(text, newline="")), [])
     except csv.Error as exc:
         raise DataError(f"cannot read the header row: {exc}", where=where, hint="re-export it with headers") from None
     header = [field.strip() for field in header]
@@ -224,7 +224,7 @@ def _records_holding(path: Path, holds: Callable[[str], bool], column: str | Non
     found: list[tuple[int, str]] = []
     try:
         with _opener(path)(path, "rb") as raw:
-            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=""))
+            reader = csv_reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=""))
             header = [field.strip() for field in next(reader, [])]
             names = [field.lower() for field in header]
             if column is not None and column.strip().lower() not in names:
@@ -241,6 +241,18 @@ def _records_holding(path: Path, holds: Callable[[str], bool], column: str | Non
     except (OSError, EOFError, zlib.error, csv.Error):
         return found
     return found
+
+
+# The longest line DuckDB's read_csv reads (its max_line_size default, kept: its buffers grow with it).
+# Python's csv readers here (a jobs-file row by row, the lines a failed read names) read a field up to as
+# many characters, where their own default, 131,072, failed on a field DuckDB had read.
+MAX_LINE_BYTES = 2_000_000
+
+
+def csv_reader(lines: Iterable[str]) -> Iterator[list[str]]:
+    """csv.reader over `lines`, a field read up to MAX_LINE_BYTES characters (csv.Error past it)."""
+    csv.field_size_limit(MAX_LINE_BYTES)
+    return csv.reader(lines)
 
 
 def ident(name: str) -> str:

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from connectors.csvfile import MAX_LINE_BYTES, csv_reader
 from service.core.errors import DataError
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ def records(path: Path, raw: IO[bytes], size: int, names: tuple[str, ...] | None
     """The header of the CSV or Parquet file open as `raw` (None when it holds no byte but
     blanks: no jobs), then (where, values) per row: `row N` (the first data row is 1), and
     for CSV the line it starts on. `names`: a CSV file's column names when it has no header
-    row (its first line is data); a Parquet file names its own."""
+    row (its first line is data); a Parquet file names its own. A CSV field over MAX_LINE_BYTES
+    characters fails naming the line its record starts on."""
+    line = 1  # where the record being read starts
     try:
         if file_format(path) == "parquet":
             table = parquet_table(path, raw, size)
@@ -94,7 +97,7 @@ def records(path: Path, raw: IO[bytes], size: int, names: tuple[str, ...] | None
             return
         binary = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.lower().endswith(".gz") else raw
         lines = _Lines(io.TextIOWrapper(binary, encoding="utf-8-sig", newline=""))
-        reader = csv.reader(lines)
+        reader = csv_reader(lines)
         first = next((record for record in reader if any(cell.strip() for cell in record)), None)
         if first is not None and len(first) == 1 and sacct_output(first[0]):
             raise DataError(f"the header, {shown(first[0])}, is {sacct_output(first[0])}, not a job table: kind "
@@ -124,7 +127,14 @@ def records(path: Path, raw: IO[bytes], size: int, names: tuple[str, ...] | None
     except (EOFError, gzip.BadGzipFile) as exc:
         raise DataError(f"not a whole gzip file ({exc})", where=str(path),
                         hint="re-run when the job writing it has finished, or gzip it again") from None
-    except (OSError, csv.Error, ValueError) as exc:
+    except csv.Error as exc:
+        if "field limit" not in str(exc):
+            raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
+                            hint="write UTF-8 CSV (or Parquet) with a header row") from None
+        raise DataError(f"line {line}: a field is over {MAX_LINE_BYTES:,} characters", where=str(path),
+                        hint="a quote left open runs on to a later line (close it); a value that long: write the "
+                             "file as Parquet") from None
+    except (OSError, ValueError) as exc:
         raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
                         hint="write UTF-8 CSV (or Parquet) with a header row") from None
 

@@ -49,7 +49,6 @@ Columns (Oracle's cost report schema) → canonical:
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import re
@@ -61,7 +60,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import local_csv, with_a_line
+from connectors.csvfile import csv_reader, local_csv, with_a_line
 from connectors.exportfile import (Table, decimal, ident, money, open_table, rounded_away, sql_string, text,
                                    timestamp)
 from connectors.storage import StoredObject, fingerprint, suffix_of
@@ -174,7 +173,7 @@ def _header(path: Path) -> list[str]:
     """The file's own column names (DuckDB renames one that differs from another only in case)."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as raw:
-        return next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")), [])
+        return next(csv_reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")), [])
 
 
 def _tags(table: Table, header: list[str]) -> str:

@@ -218,6 +218,9 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
                 else "fix that value or re-export the file")
     elif hint is None and (saved := SPREADSHEET_TIME.search(text)):
         hint = spreadsheet_hint(saved.group(1) or saved.group(2))
+    elif hint is None and (longest := LINE_TOO_LONG.search(text)):
+        hint = (f"no line of an export is over {int(longest.group(1)):,} bytes but for a quote left open, which runs "
+                "on (re-export the file), or a value that long (a resource's tags): deliver the export as Parquet")
     reason = reason or one_line(text)
     if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
         reason = reason[len(where) + 2:]
@@ -305,6 +308,7 @@ def duckdb_reason(exc: BaseException) -> str:
 SANDBOX_REFUSAL = re.compile(r'Cannot access (?:file|directory) "(.+?)" - file system operations are disabled')
 QUOTED_PATH = re.compile(r'"(/[^"]+)"')
 CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
+LINE_TOO_LONG = re.compile(r"Maximum line size of (\d+) bytes exceeded")  # DuckDB's max_line_size
 POSSIBLE_FIXES = re.compile(r"\nPossible (?:fixes|solutions):")
 # a time as Excel saves it (9/1/2024 0:00, 09/01/2024 12:00 AM) where the file's own format wants ISO 8601
 _US_TIME = r"\d{1,2}/\d{1,2}/\d{2,4}(?: \d{1,2}:\d\d(?::\d\d)?(?: ?[AP]M)?)?"
