@@ -42,10 +42,10 @@ from connectors.aws_sigv4 import Sigv4, check_sigv4, prometheus_access
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from connectors.jobs_base import mig_fraction
-from connectors.http_json import Deadline
 from connectors.prometheus_api import query_range
+from connectors.source_deadline import RequestLimits
 from service.core.config import InventorySource
-from service.core.config_base import HttpUrl, NestedValueError, exactly_one
+from service.core.config_base import HttpUrl, exactly_one
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 from service.core.units import naive_utc
@@ -53,7 +53,6 @@ from service.core.units import naive_utc
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
 RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
 CLOUDWATCH_QUERIES_PER_CALL = 500  # GetMetricData's limit
-DEFAULT_DEADLINE = 300.0  # seconds, for all of a source's Prometheus queries or CloudWatch calls (deadline_seconds)
 MIN_ATTEMPT_SECONDS = 0.1  # a CloudWatch attempt's connect and reads at least (what is left of the deadline)
 
 
@@ -91,7 +90,7 @@ PATH_UNREAD = frozenset({"lookback_hours", "instance_label", "gpu_label", "metri
 GpuMetricName = Literal["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
 
 
-class GpuMetricsSource(InventorySource):
+class GpuMetricsSource(InventorySource, RequestLimits):
     """GPU utilisation per instance, GPU and hour → gpu_utilization. Exactly one of
     `prometheus_url` (DCGM exporter series), `cloudwatch: true` (CloudWatch agent) or `path`."""
 
@@ -106,17 +105,11 @@ class GpuMetricsSource(InventorySource):
     cloudwatch_namespace: str = "CWAgent"
     cloudwatch_metric: str = "nvidia_smi_utilization_gpu"
     lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
-    timeout_seconds: float = Field(default=30, gt=0, le=600)
-    deadline_seconds: float | None = Field(default=None, gt=0, le=3600, description=(
-        "all of the Prometheus queries (or CloudWatch calls) together, their attempts and the waits between them; "
-        "an attempt is given what is left of it when that is less than timeout_seconds; at least timeout_seconds "
-        "(default: 300, or timeout_seconds for each metric when that is more)"))
 
-    @property
-    def deadline(self) -> float:
-        """deadline_seconds, or its default: 300 s, or one timeout_seconds for each metric when that is more (a
-        raised timeout_seconds whose queries each came within it, one attempt each, ends as it did)."""
-        return self.deadline_seconds or max(DEFAULT_DEADLINE, self.timeout_seconds * len(self.metrics))
+    def requests(self) -> int:
+        """One Prometheus query for each metric: the default deadline's count, CloudWatch's calls' too
+        (timeout_seconds and deadline_seconds: RequestLimits)."""
+        return len(self.metrics)
 
     def unread_settings(self) -> frozenset[str]:
         """A `path` source reads every row of its files: the API's window, series and labels are not read."""
@@ -125,10 +118,6 @@ class GpuMetricsSource(InventorySource):
     @model_validator(mode="after")
     def _one_origin(self) -> GpuMetricsSource:
         exactly_one(self, {"prometheus_url": "prometheus_url", "cloudwatch": "cloudwatch: true", "path": "path"})
-        if self.deadline_seconds is not None and self.deadline_seconds < self.timeout_seconds:
-            raise NestedValueError(("deadline_seconds",), f"{self.deadline_seconds:g} s is less than timeout_seconds "
-                                   f"({self.timeout_seconds:g} s), which no query would be given: raise it, or "
-                                   "lower timeout_seconds")
         check_sigv4(self.sigv4, self.prometheus_url)
         return self
 
@@ -157,7 +146,7 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         rows: list[dict[str, Any]] = []
         covered: set[str] = set()  # instances that already have a more preferred metric
         access = prometheus_access(c.sigv4, c.prometheus_url, self.config_path)
-        deadline = Deadline.after(c.deadline, f"{self.config_path}.deadline_seconds")
+        deadline = c.start_deadline(self.config_path)
         for metric in c.metrics:
             query = (f"avg by ({c.instance_label}, {c.gpu_label}, {', '.join(MIG_LABELS)}) "
                      f"(avg_over_time({metric}[1h]))")
@@ -202,7 +191,7 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
 
         c = self.config
         rows: list[dict[str, Any]] = []
-        deadline = Deadline.after(c.deadline, f"{self.config_path}.deadline_seconds")  # all regions' calls
+        deadline = c.start_deadline(self.config_path)  # all regions' calls
         for region in c.regions or (default_region(c.profile, self.config_path),):
             where = f"region {region}, namespace {c.cloudwatch_namespace}"
             client = ends_by(make_client("cloudwatch", config_path=self.config_path, region=region, profile=c.profile,

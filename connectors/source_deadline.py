@@ -1,5 +1,6 @@
 """`timeout_seconds` and `deadline_seconds`: the settings of an HTTP source's requests (gpu-metrics'
-Prometheus queries, k8s-pods', slurm-jobs' slurmrestd), declared once with their default and check.
+Prometheus queries or CloudWatch calls, k8s-pods', slurm-jobs' slurmrestd), declared once with their
+default and check.
 
 `timeout_seconds` bounds each request's attempt, its whole answer; `deadline_seconds` all of a
 run's requests together, their attempts and the waits between them (connectors/http_json.py
