@@ -209,8 +209,9 @@ def test_a_later_run_not_registered_that_a_plans_actual_counts_after_its_runs_en
 def test_a_later_run_a_narrower_registered_plan_counts_stays_in_the_plans_actual_not_set_apart_as_no_plans(tmp_path):
     """review51 item 1: llm-all (project llm, its run to 10:45, a day's storage kept) and e1-r2 (experiment e1,
     from 11:00: narrower, so it leaves llm-all's window alone); r2 (e1, 11:00 to 12:00, $80) is in e1-r2's actual.
-    llm-all set it apart as 'in no plan's actual, register it' ($40 and later_runs $80): it stays in llm-all's
-    actual ($120), and the note says both count it."""
+    llm-all set it apart as 'in no plan's actual, register it' ($40 and later_runs $80). It is e1-r2's: the later
+    plan takes its scope's spend from its start, so llm-all's actual leaves it out as e1-r2's (later_plans $80, was
+    in both actuals, $120 and $80, in session 51), not as no plan's."""
     from datetime import datetime, timezone
     from tests.test_clusters_allocation import gpu_line, job, setup
     from tests.test_failed_reruns import OWNER
@@ -232,11 +233,15 @@ def test_a_later_run_a_narrower_registered_plan_counts_stays_in_the_plans_actual
                              retention_days=0, compute_cost=Span(D(80), D(80)), storage_cost=Span(D(0), D(0)),
                              inputs={}))
     found = plans_as_of(cfg, lake, DAY)
-    assert {row["plan"]: (row["actual_to_date"].quantize(D("0.01")), row["later_runs"]) for row in found.rows} == {
-        "llm-all": (D("120.00"), None), "e1-r2": (D("80.00"), None)}, found.rows
+    assert {row["plan"]: (row["actual_to_date"].quantize(D("0.01")), row["later_runs"], row["later_plans"])
+            for row in found.rows} == {"llm-all": (D("40.00"), None, D(80)), "e1-r2": (D("80.00"), None, None)}, \
+        found.rows
     assert not [note for note in found.notes if "in no plan's actual" in note], found.notes
-    assert ("plans e1-r2 and llm-all cover the same spend (project llm, experiment e1 from 2026-11-02 11:00 to "
-            "2026-11-02 12:00 UTC): each one's actual counts it.") in found.notes, found.notes
+    assert ("plan llm-all's actual leaves out what plans of a narrower scope count from their start: USD 80.00 to plan "
+            "e1-r2 (project llm, experiment e1, from 2026-11-02 11:00 UTC) (later_plans). Each dollar is in one plan's "
+            "actual: the latest-started one whose scope holds it (on one start, the narrower one's).") in found.notes, \
+        found.notes
+    assert not [note for note in found.notes if note.startswith("plans ")], found.notes
 
 
 def test_later_runs_below_a_hundredth_of_the_plans_actual_are_not_named_and_the_named_are_the_costliest_three():

@@ -19,7 +19,7 @@ from service.core.config import parse_config
 from service.core.lake import Lake
 from service.planning.estimate import Span
 from service.planning.plans import Plan, register_plan
-from service.report.sections.plans import plans_as_of
+from service.report.sections.plans import plans_as_of, plans_section
 from service.report.write import write_report
 from service.serve.app import Api
 
@@ -330,17 +330,27 @@ def test_spend_after_a_plans_end_is_shown_apart_and_plans_counting_the_same_spen
         register_plan(lake, registered)
     result = spendlake(config_file, "plans", "--as-of", "2026-11-29", "--format", "json")
     rows = {row["plan"]: row for row in json.loads(result.stdout)}
-    assert (rows["short"]["actual_to_date"], rows["short"]["after_end"]) == ("200.000000000000", "300.000000000000")
+    # base, of one experiment from short's start, takes its spend from short: short's actual keeps the rest of the
+    # project's, none here (session 51: both counted the 25th and 26th's 200)
+    assert (rows["short"]["actual_to_date"], rows["short"]["after_end"], rows["short"]["later_plans"]) == (
+        "0.000000000000", "300.000000000000", "200.000000000000"), rows["short"]
+    # spent, by base: not "nothing spent in its window"
+    assert rows["short"]["status"] == "under plan to data end", rows["short"]
     assert rows["base"]["after_end"] is None  # its planned end (December 5th) not reached
     notes = [line.removeprefix("note: ") for line in result.stderr.splitlines()]
     assert ("plan short kept spending after its planned end (2026-11-27 00:00 UTC): USD 300.00 on project llm-7b "
             "since is not in its actual (after_end).") in notes
-    # short (the whole project) and base share the 25th and 26th; sft (another experiment) shares with short only
+    # sft (another experiment, from the 20th) ends where short, the whole project's, starts; only two plans of one
+    # scope and one start both count the same spend, and are named: base and twin
+    register_plan(lake, plan("twin", "llm-7b", "800", experiment="base"))
+    result = spendlake(config_file, "plans", "--as-of", "2026-11-29", "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(result.stdout)}
+    assert [rows[name]["actual_to_date"] for name in ("base", "twin", "short")] == [
+        "500.000000000000", "500.000000000000", "0.000000000000"], rows
+    notes = [line.removeprefix("note: ") for line in result.stderr.splitlines()]
     assert [note for note in notes if note.startswith("plans ")] == [
-        "plans base and short cover the same spend (project llm-7b, experiment base from 2026-11-25 00:00 to "
-        "2026-11-27 00:00 UTC): each one's actual counts it.",
-        "plans sft and short cover the same spend (project llm-7b, experiment sft from 2026-11-25 00:00 to "
-        "2026-11-27 00:00 UTC): each one's actual counts it."], notes
+        "plans base and twin cover the same spend (project llm-7b, experiment base from 2026-11-25 00:00 to "
+        "2026-12-05 00:00 UTC): each one's actual counts it."], notes
 
 
 EDITS = {  # a hand edit of the plans file (its record gone, so nothing checks it): what it must say
@@ -497,8 +507,8 @@ def test_plans_on_one_project_spelt_in_two_cases_are_said_to_count_the_same_spen
 
     said = overlaps([plan("upper", "Llama-405b", "5000", experiment="Base"), plan("lower", "llama-405b", "5000"),
                       plan("base", "llama-405b", "5000", experiment="base")])
-    assert [sentence.split(" cover ")[0] for sentence in said] == [
-        "plans upper and lower", "plans upper and base", "plans lower and base"], said
+    # lower, the whole project's, counts neither experiment's spend: starting with it, the narrower plans take it
+    assert [sentence.split(" cover ")[0] for sentence in said] == ["plans upper and base"], said
 
 
 def test_every_plans_actual_after_end_and_experiment_check_are_read_in_the_sections_one_snapshot(tmp_path, monkeypatch):
@@ -530,8 +540,9 @@ def test_every_plans_actual_after_end_and_experiment_check_are_read_in_the_secti
     assert {row["plan"]: (row["actual_to_date"], row["after_end"]) for row in table.rows} == {
         "apart": (0, None), "late": (0, Decimal(200))}, table.rows
     assert "experiment 'e1' with project 'llm-7b'" in section.note, section.note  # unpaired's read
-    # the actuals (2), late's after_end and apart's experiment check, each in the one snapshot the section took
-    assert len(read_in) == 4 and all(snapshot is taken[0] for snapshot in read_in), (read_in, taken)
+    # the actuals (2), late's after_end, what apart (e1, from late's start) takes of late's and apart's experiment
+    # check, each in the one snapshot the section took
+    assert len(read_in) == 5 and all(snapshot is taken[0] for snapshot in read_in), (read_in, taken)
     assert set(HELD_TABLES) <= set(taken[0].tables), taken[0].tables
 
 
@@ -597,6 +608,37 @@ def test_a_second_run_registered_within_the_first_plans_storage_retention_ends_t
         assert (first["actual_to_date"], first["status"]) == (870, "over plan"), (project, first)
 
 
+def test_a_later_plan_starting_before_the_first_plans_planned_end_ends_its_actual_at_its_start(tmp_path):
+    # session 51: a later plan ended the first one's actual only when it started after the first run's planned
+    # (pessimistic) end: a second run begun once the first finished early, registered from the next day, before that
+    # end, stayed whole in the first plan's actual as well as in its own. first: 48 to 96 h from the 20th ($200
+    # compute; $70 of storage kept 5 days), run in 48 h ($110, $110, then $10 a day); r2 begins late on the 22nd ($30
+    # of it that day) and is registered from the 23rd (second: 48 h, $600; $300 a day with first's $10 of storage).
+    # first's actual ends where second starts: 110 + 110 + 40 = 260 (was 900); the 30 of r2 before its plan's
+    # start stays in first's (the later plan takes the spend from its start)
+    from dataclasses import replace
+
+    lake = _priced_lake(tmp_path, {20: "110", 21: "110", 22: "40", 23: "310", 24: "310", 25: "10", 26: "10"})
+    _first_and_second_plans(lake)
+    [first] = [p for p in __import__("service.planning.plans", fromlist=["load_plans"]).load_plans(lake)
+               if p.name == "first"]
+    register_plan(lake, replace(first, run_hours=Span(Decimal(48), Decimal(96))))
+    [second] = [p for p in __import__("service.planning.plans", fromlist=["load_plans"]).load_plans(lake)
+                if p.name == "second"]
+    register_plan(lake, replace(second, start=datetime(2026, 11, 23, tzinfo=timezone.utc)))
+    found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
+    rows = {row["plan"]: row for row in found.rows}
+    assert (rows["first"]["actual_to_date"], rows["first"]["after_end"]) == (260, 640), rows["first"]
+    # set against its plan to the 23rd: the low run's 200 + 70 x 72 / 168 = 230, the high one's 150 + 70 x 72 / 216
+    assert rows["first"]["status"] == "over plan", rows["first"]
+    assert (rows["second"]["actual_to_date"], rows["second"]["status"]) == (620, "over plan"), rows["second"]
+    assert ("plan first's actual ends where plan second starts (2026-11-23 00:00 UTC), a later run of project llm-7b "
+            "before the end of the storage it priced: USD 640.00 on project llm-7b since is not in its actual "
+            "(after_end): from then plan second's actual counts it (past where that ends, its after_end)."
+            ) in found.notes, found.notes
+    assert not [note for note in found.notes if note.startswith("plans ")], found.notes
+
+
 def test_a_window_a_later_plan_cut_with_nothing_spent_names_the_later_plans_start_as_its_end(tmp_path):
     # session 51: "nothing was spent ... to its planned end and the 5 days' storage it priced, to 2026-11-27" where
     # plan second's start (the 24th) ended first's window: the note named an end the actual was not counted to.
@@ -631,12 +673,22 @@ def test_only_a_later_plan_covering_the_first_plans_scope_ends_its_actual(tmp_pa
     register_plan(lake, replace(second, experiment="e2"))
     found = plans_as_of(lake_config(lake=lake), lake, AS_OF)
     rows = {row["plan"]: row for row in found.rows}
-    # first (the whole project) counts all of it to the end of what it prices, e2's run too: both actuals count that
-    assert (rows["first"]["actual_to_date"], rows["first"]["status"]) == (870, "over plan"), rows["first"]
-    assert rows["second"]["actual_to_date"] == 600, rows["second"]
+    # session 51: first (the whole project) counted all of it to the end of what it prices, e2's run too (870, over
+    # plan), as second did (600): both actuals counted e2's run. Each dollar is in one plan's actual: second, the
+    # later plan, takes its scope (e2) from its start; first keeps the rest of the project's, e1's 110 + 110 + 5 x 10
+    # = 270, its plan to date (200 compute + 70 storage): on plan
+    assert (rows["first"]["actual_to_date"], rows["first"]["status"], rows["first"]["later_plans"]) == (
+        270, "on plan", 600), rows["first"]
+    assert (rows["second"]["actual_to_date"], rows["second"]["later_plans"]) == (600, None), rows["second"]
     assert not [note for note in found.notes if "actual ends where" in note], found.notes
-    assert ("plans first and second cover the same spend (project llm-7b, experiment e2 from 2026-11-24 00:00 to "
-            "2026-11-26 00:00 UTC): each one's actual counts it.") in found.notes, found.notes
+    assert ("plan first's actual leaves out what plans of a narrower scope count from their start: USD 600.00 to plan "
+            "second (project llm-7b, experiment e2, from 2026-11-24 00:00 UTC) (later_plans). Each dollar is in one "
+            "plan's actual: the latest-started one whose scope holds it (on one start, the narrower one's)."
+            ) in found.notes, found.notes
+    assert not [note for note in found.notes if note.startswith("plans ")], found.notes
+    # its chart draws what it counts: e2's 300 on the 24th and 25th out
+    [chart] = [c for c in plans_section(lake_config(lake=lake), lake, AS_OF).charts if c.title.startswith("first")]
+    assert chart.series["actual"][4:6] == [250, 260], chart.series
     # the whole project's later plan covers first's experiment: first's actual ends at its start, e1's storage since
     # is second's (its actual counts the whole project's spend from then)
     register_plan(lake, replace(first, experiment="e1"))

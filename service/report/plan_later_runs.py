@@ -6,10 +6,10 @@ the plans section sets them apart: their cost per day (`later_days`: attribute's
 plan's window, as its actual is read) is taken out of the plan's actual and its chart, shown as
 `later_runs`, and the note names them and how to set them against a plan of their own: register
 the run (`spendlake estimate ... --register NAME --start DAY`) with the plan's scope or the whole
-project's (a narrower one does not end the plan's actual: sections/plans.py). A run another
+project's (a narrower one takes its scope's spend from its start: plan_windows.py). A run another
 registered plan counts (`held`: a narrower later plan's, its scope and window holding the run's
-attempts) is no run not registered: it stays in the actual, as in the other's, and overlaps
-(plan_windows.py) says both count it; the note's "in no plan's actual" stays true.
+attempts) is no run not registered: that plan takes it from its start (plan_windows.taken_days), not
+set apart here; the note's "in no plan's actual" stays true.
 
 A later run is one of the plan's scope whose every attempt with a cost in the plan's window
 (`plan_runs`: to where its actual ends) started at or after its run's end: the plan's own run
@@ -49,8 +49,8 @@ LaterRun = tuple[str, datetime, Decimal]  # the run, its first attempt's start (
 
 def later_runs(runs: Sequence[RunCost] | None, plan: Plan, plans: Sequence[Plan]) -> list[LaterRun]:
     """Those of `runs` (plan_runs: None without job records) that began after the plan's run's end, the
-    costliest first, but those another of the registered `plans` counts (`held`): in its actual, they
-    stay in this one's too (overlaps says both count them), not set apart as in no plan's."""
+    costliest first, but those another of the registered `plans` counts (`held`): in its actual, taken
+    out of this one's as that plan's (plan_windows.taken_days), not set apart as in no plan's."""
     ended = _naive(plan.end)
     found = []
     for run in runs or ():

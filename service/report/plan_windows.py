@@ -1,15 +1,27 @@
-"""Where each registered plan's actual is counted: from its start to the end of what it prices
-(`priced_until`: its run and the retention its storage is paid for), or to the start of a later
-plan covering its scope (`counted_until`); and the plans whose counted windows and scopes overlap,
-both actuals counting that spend (`overlaps`). The plans section (sections/plans.py) reads them."""
+"""Where each registered plan's actual is counted, so that each dollar is in one plan's actual:
+the latest-started plan whose scope holds it, from that plan's start (on one start, the narrower
+scope: an experiment's plan takes its experiment from a project-wide one). A plan's actual runs
+from its start to the end of what it prices (`priced_until`: its run and the retention its storage
+is paid for), or to the start of a later plan covering its scope (`counted_until`); a later plan of
+a narrower scope takes the spend it holds from its start (`takers`, `taken_days`: out of the
+earlier plan's actual, the rest of the project's spend kept). Only two plans of one scope starting
+together both count the same spend (`overlaps` names them). The plans section (sections/plans.py)
+reads them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 
+from service.attribution import attribute
+from service.core.config import Config
 from service.core.folding import folded
-from service.core.timewindow import minute_text
+from service.core.lake import Lake
+from service.core.snapshot import Snapshot
+from service.core.timewindow import Window, minute_text
+from service.core.units import amounts_text
 from service.planning.plans import Plan
 
 
@@ -23,31 +35,98 @@ def priced_until(plan: Plan) -> datetime:
 
 def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | None]:
     """Where the plan's actual ends, and the plan ending it: what it prices (`priced_until`), or
-    the start of the first later plan whose scope covers its own (`covers`) starting at or after
-    its run's end while it pays for storage: a second run of the project within the retention,
-    whose actual counts the spend from then, where the first plan's counted it too, its compute
-    read as the first run's (over plan). Its storage kept after then is in the later plan's actual;
-    a later run not registered stays in this plan's (but where job records tell it: plan_later_runs.py
-    sets it apart), and so does one of a narrower scope (an
-    experiment of a project-wide plan: the rest of the project's spend is in no later actual; both
-    count that experiment's, and overlaps says so)."""
-    later = [other for other in plans if other is not plan and covers(other, plan)
-             and plan.end <= other.start < priced_until(plan)]
+    the start of the first later plan whose scope covers its own (`covers`) starting before then:
+    a second run of the project (registered a day after its run began, or within the first one's
+    storage retention), whose actual counts the spend from its start, where the first plan's
+    counted it too (its compute read as the first run's, over plan). Its storage kept after then
+    is in the later plan's actual; a later run not registered stays in this plan's (but where job
+    records tell it: plan_later_runs.py sets it apart). A later plan of a narrower scope (an
+    experiment of a project-wide plan) does not end it, as the rest of the project's spend is in no
+    later actual: it takes its own scope's spend from its start (taken_days)."""
+    later = [other for other in plans if other is not plan and covers(other, plan) and takes(other, plan)
+             and other.start < priced_until(plan)]
     first = min(later, key=lambda other: (other.start, other.name), default=None)
     return (priced_until(plan), None) if first is None else (first.start, first)
 
 
+def takes(later: Plan, plan: Plan) -> bool:
+    """Whether `later` counts the spend both plans' scopes hold from its start rather than `plan`: it
+    starts after it, or at the same time on a narrower scope."""
+    return later.start > plan.start or later.start == plan.start and covers(plan, later) and not covers(later, plan)
+
+
+def takers(plan: Plan, plans: Sequence[Plan], until: datetime) -> list[Plan]:
+    """The plans of a narrower (or partly shared) scope that take some of the plan's spend from their start,
+    before `until` (where its actual ends): those covering it end its actual instead (counted_until)."""
+    return [other for other in plans if other is not plan and same_scope(other, plan) and not covers(other, plan)
+            and takes(other, plan) and other.start < until and counted_until(other, plans)[0] > other.start]
+
+
+def taken_days(config: Config, lake: Lake, plan: Plan, plans: Sequence[Plan], until: datetime,
+               snapshot: Snapshot) -> tuple[dict[date, Decimal], dict[str, Decimal]]:
+    """The USD per day of the plan's scope, from its start to `until`, that its `takers` count (each in
+    its window, from its start to counted_until), read as its actual is (attribute, in the section's
+    `snapshot`), and the USD each taker takes (a dollar two of them hold, starting together, in
+    both); ({}, {}) when none takes any."""
+    taking = takers(plan, plans, until)
+    windows = {other.name: (other.start, min(counted_until(other, plans)[0], until)) for other in taking}
+    cuts = sorted({plan.start, until, *(t for pair in windows.values() for t in pair if plan.start < t < until)})
+    daily: dict[date, Decimal] = defaultdict(Decimal)
+    each: dict[str, Decimal] = defaultdict(Decimal)
+    for since, to in zip(cuts, cuts[1:]):
+        active = [other for other in taking if windows[other.name][0] <= since and to <= windows[other.name][1]]
+        if not active:
+            continue
+        by = ("project", "experiment") if any(other.experiment for other in active) else ("project",)
+        result = attribute(lake, config, Window(since, to), by=by, where=scope_where(plan), granularity="day",
+                           snapshot=snapshot)
+        for row in result.rows:
+            holders = [other.name for other in active if _holds(other, row.values)]
+            if row.currency == "USD" and holders and row.cost:
+                daily[row.period] += row.cost
+                for name in holders:
+                    each[name] += row.cost
+    return dict(daily), dict(each)
+
+
+def taken_note(plan: Plan, each: Mapping[str, Decimal], plans: Sequence[Plan]) -> str:
+    """The sentence naming what the plan's actual leaves out to each plan that takes it (`each`: taken_days')."""
+    named = {other.name: other for other in plans}
+    said = ", ".join(f"{amounts_text([('USD', cost)])} to plan {name} ({scope_text(named[name])}, from "
+                     f"{minute_text(named[name].start)} UTC)" for name, cost in sorted(each.items(),
+                                                                                        key=lambda i: (-i[1], i[0])))
+    return (f"plan {plan.name}'s actual leaves out what plans of a narrower scope count from their start: {said} "
+            "(later_plans). Each dollar is in one plan's actual: the latest-started one whose scope holds it (on one "
+            "start, the narrower one's).")
+
+
+def scope_text(plan: Plan) -> str:
+    """The plan's scope as the notes name it."""
+    return f"project {plan.project}" + (f", experiment {plan.experiment}" if plan.experiment else "")
+
+
+def scope_where(plan: Plan) -> dict[str, tuple[str]]:
+    """The plan's scope as attribute's `where`: its project, and its experiment when it has one."""
+    return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
+
+
+def _holds(plan: Plan, values: Mapping[str, str]) -> bool:
+    """Whether a cost row's `values` (attribute's, by project and experiment) are in the plan's scope."""
+    return folded(values["project"]) == folded(plan.project) and (
+        plan.experiment is None or folded(values["experiment"]) == folded(plan.experiment))
+
+
 def overlaps(plans: list[Plan]) -> list[str]:
     """A sentence for each two plans whose scopes and counted windows (from the start to
-    counted_until: a narrower later plan within one's storage retention too) overlap: both actuals
-    count that spend."""
+    counted_until) overlap where neither takes the other's spend (`takes`: one scope, one start):
+    both actuals count that spend."""
     said = []
     for i, one in enumerate(plans):
         for other in plans[i + 1:]:
             since = max(one.start, other.start)
             until = min(counted_until(one, plans)[0], counted_until(other, plans)[0])
             experiments = {one.experiment, other.experiment} - {None}
-            if same_scope(one, other) and since < until:
+            if same_scope(one, other) and not takes(one, other) and not takes(other, one) and since < until:
                 experiment = f", experiment {sorted(experiments)[0]}" if experiments else ""
                 said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
                             f"{experiment} from {minute_text(since)} to {minute_text(until)} UTC): each one's actual "

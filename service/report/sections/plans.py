@@ -1,6 +1,7 @@
 """Plans vs actual: each registered plan's planned spend to the end of a day against the USD
-attributed to its project (or experiment) since its start, less a second run not registered that
-job records tell (service/report/plan_later_runs.py). The report's section "Plans vs actual"
+attributed to its project (or experiment) since its start, less what a later plan of a narrower
+scope counts from its start (each dollar is in one plan's actual: service/report/plan_windows.py)
+and a second run not registered that job records tell (service/report/plan_later_runs.py). The report's section "Plans vs actual"
 (plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
 
 With several billing sources the data ends where the earliest of them does, among those with
@@ -32,7 +33,8 @@ from service.planning.plans import Plan, load_plans
 from service.report.plan_failures import failures_note, plan_failures, plan_runs
 from service.report.plan_later_runs import judged, later_days, later_runs, later_runs_note
 from service.report.plan_outside import outside_note
-from service.report.plan_windows import counted_until, overlaps, priced_until
+from service.report.plan_windows import (counted_until, overlaps, priced_until, scope_text, scope_where, taken_days,
+                                         taken_note)
 from service.report.model import Chart, Column, Section, Table
 
 CENT = Decimal("0.01")
@@ -57,6 +59,9 @@ COLUMNS = (
     # the USD of runs not registered begun after its run's end, out of the actual (None: none set apart, or no job
     # records): service/report/plan_later_runs.py; the note names them
     Column("later_runs", "later runs set apart", "money", in_html=False),
+    # the USD of its scope plans of a narrower scope count from their start, out of the actual (None: none):
+    # service/report/plan_windows.py; the note names them
+    Column("later_plans", "later plans' spend", "money", in_html=False),
 )  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
@@ -76,14 +81,6 @@ def data_ends(plan: Plan, data: Coverage, spent_in: Collection[str] = ()) -> tup
     return ends[0] if ends else (max((end for end in data[1].values() if end), default=None), None)
 
 
-def _scope(plan: Plan) -> str:
-    return f"project {plan.project}" + (f", experiment {plan.experiment}" if plan.experiment else "")
-
-
-def _where(plan: Plan) -> dict[str, tuple[str]]:
-    return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-
-
 def attributed(config: Config, lake: Lake, plan: Plan, until: datetime,
                snapshot: Snapshot | None = None) -> AttributionResult | None:
     """The plan's project (and experiment) per day from its start to `until` (None: not started),
@@ -91,8 +88,8 @@ def attributed(config: Config, lake: Lake, plan: Plan, until: datetime,
     lines carry the plan's spend."""
     if plan.start >= until:
         return None
-    return attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan), granularity="day",
-                     snapshot=snapshot)
+    return attribute(lake, config, Window(plan.start, until), by=("project",), where=scope_where(plan),
+                     granularity="day", snapshot=snapshot)
 
 
 def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: AttributionResult | None = None,
@@ -130,7 +127,7 @@ def _after_end(config: Config, lake: Lake, plan: Plan, since: datetime, until: d
                snapshot: Snapshot) -> dict[date, Decimal]:
     """The plan's project's (and experiment's) USD spend per day from where its actual ends
     (`since`: counted_until) to `until`, read in `snapshot` (the section's)."""
-    result = attribute(lake, config, Window(since, until), by=("project",), where=_where(plan),
+    result = attribute(lake, config, Window(since, until), by=("project",), where=scope_where(plan),
                        granularity="day", snapshot=snapshot)
     daily: dict[date, Decimal] = defaultdict(Decimal)
     for row in result.rows:
@@ -221,20 +218,26 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         after = None if spent_after is None else sum(spent_after.values(), Decimal(0))
         if after and later:
             notes.append(f"plan {plan.name}'s actual ends where plan {later.name} starts ({minute_text(counted)} UTC), "
-                         f"a later run of {_scope(later)} before the end of the storage it priced: "
-                         f"{amounts_text([('USD', after)])} on {_scope(plan)} since is not in its actual (after_end): "
-                         f"from then plan {later.name}'s actual counts it (past where that ends, its after_end).")
+                         f"a later run of {scope_text(later)} before the end of the storage it priced: "
+                         f"{amounts_text([('USD', after)])} on {scope_text(plan)} since is not in its actual "
+                         f"(after_end): from then plan {later.name}'s actual counts it (past where that ends, its after_end).")
         elif after:
             notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
-                         f"{_retention(plan)}): {amounts_text([('USD', after)])} on {_scope(plan)} since is not in its "
-                         "actual (after_end).")
+                         f"{_retention(plan)}): {amounts_text([('USD', after)])} on {scope_text(plan)} since is not in "
+                         "its actual (after_end).")
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
                   for _, sentence in unmatched]
+        # what plans of a narrower scope count from their start: out of its actual, each dollar in one (plan_windows)
+        taken, each = taken_days(config, lake, plan, plans, in_window, snapshot) if plan.start < in_window else ({}, {})
+        given = sum(taken.values(), Decimal(0)) or None
+        if given:  # a day all taken stays, at 0: spent, by a later plan (not "nothing spent")
+            daily = {d: cost - taken.get(d, Decimal(0)) for d, cost in daily.items()}
+            found, actual, notes = (daily, unmatched, left_out), actual - given, notes + [taken_note(plan, each, plans)]
         in_runs = plan_runs(runs, plan, in_window)  # None without job records
         # a second run not registered, begun after its run's end: out of its actual day by day (plan_later_runs.py)
         apart, begun = None, later_runs(in_runs, plan, plans)
         if judged(begun, actual):
-            days = later_days(config, lake, plan, begun, Window(plan.start, in_window), snapshot, _where(plan))
+            days = later_days(config, lake, plan, begun, Window(plan.start, in_window), snapshot, scope_where(plan))
             apart = sum(days.values(), Decimal(0))
             daily = {d: cost - days.get(d, Decimal(0)) for d, cost in daily.items() if cost != days.get(d)}
             found, notes = (daily, unmatched, left_out), notes + [later_runs_note(plan, begun, actual, apart)]
@@ -245,13 +248,13 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         notes += [note] if (note := failures_note(plan, failures)) else []
         notes += [note] if (note := outside_note(config, in_runs, plan, actual)) else []
         if status == "nothing spent yet":
-            notes.append(f"plan {plan.name}: nothing is spent on {_scope(plan)} since its start "
+            notes.append(f"plan {plan.name}: nothing is spent on {scope_text(plan)} since its start "
                          f"({minute_text(plan.start)} UTC): its $0 is not a saving, the run has not begun.")
         elif status == "nothing spent in its window":
             # its window as counted: to a later plan's start where one cut it (counted_until), not what it priced
             to = (f"where plan {later.name} starts ({minute_text(counted)} UTC)" if later else
                   f"its planned end{_retention(plan)}")
-            notes.append(f"plan {plan.name}: nothing was spent on {_scope(plan)} from its start "
+            notes.append(f"plan {plan.name}: nothing was spent on {scope_text(plan)} from its start "
                          f"({minute_text(plan.start)} UTC) to {to}: its $0 is not a saving, the run did not run in "
                          "its window.")
         if left_out:
@@ -269,7 +272,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             # faster run has ended (both spend the GPUs' price an hour whatever the MFU)
             "planned_total_low": plan.total_cost.low.quantize(CENT),
             "planned_total_high": plan.total_cost.high.quantize(CENT), "after_end": after, **failures.row(),
-            "later_runs": apart,
+            "later_runs": apart, "later_plans": given,
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends, counted, spent_after or {}))
