@@ -3,6 +3,7 @@ run but not the experiment (service/report/plan_outside.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
@@ -48,16 +49,23 @@ def test_a_plan_on_an_experiment_its_runs_jobs_do_not_carry_says_so_and_how_to_c
     assert (row["actual_to_date"].quantize(D("0.01")), row["status"]) == (D("10.00"), "under plan to data end")
     assert ("plan llm-r1 counts project llm, experiment e1 only: the cluster jobs of run llm-r1 (USD 80.00, no "
             "experiment) in its window carry project llm but not experiment e1, so its actual leaves them out "
-            "(`spendlake runs --run llm-r1` gives their cost). Label them with the experiment (a rule of "
-            "attribution.dimensions.experiment: {match: {run: llm-r1}, value: e1}, or an experiment label on the "
-            "jobs), or register the plan on the project alone (`spendlake estimate ... --register llm-r1 --project "
-            "llm --start DAY`).") in found.notes, found.notes
+            "(`spendlake runs --run llm-r1` gives their cost). Register the plan on its run (`spendlake estimate ... "
+            "--register llm-r1 --project llm --run llm-r1 --start 2026-11-02`): its actual is then the run's jobs' "
+            "cost, whatever experiment they carry.") in found.notes, found.notes
     assert not [note for note in found.notes if "r9" in note]
 
     register_plan(lake, plan_on(None))  # the same name: replaces it
     found = plans_as_of(cfg, lake, DAY)
     [row] = found.rows
     assert row["actual_to_date"].quantize(D("0.01")) == D("170.00")
+    assert not [note for note in found.notes if "leaves them out" in note], found.notes
+
+    # as the note says: on its run, the plan counts the run's jobs ($80) whatever experiment they carry, nothing else
+    # (not e1's line, not r9), and is told nothing
+    register_plan(lake, replace(plan_on("e1"), experiment=None, run="llm-r1"))
+    found = plans_as_of(cfg, lake, DAY)
+    [row] = found.rows
+    assert (row["actual_to_date"].quantize(D("0.01")), row["run"], row["later_runs"]) == (D("80.00"), "llm-r1", None)
     assert not [note for note in found.notes if "leaves them out" in note], found.notes
 
 

@@ -32,11 +32,13 @@ FRACTION_HELP = "a fraction, a percentage or a range (0.35-0.45)"
 @click.option("--register", "register_name", help="Store the plan under this name (needs --project and --start).")
 @click.option("--project", help="Project the registered plan belongs to.")
 @click.option("--experiment", help="Experiment the registered plan belongs to (optional).")
+@click.option("--run", help="Run the registered plan follows: its actual is that run's jobs' cost, whatever experiment "
+                            "they carry (optional; needs attribution.clusters).")
 @click.option("--start", help="Planned start of the run: a day, YYYY-MM-DD, from its midnight UTC.")
 @format_option
 @click.pass_obj
 def estimate_command(obj, plan_file: str | None, register_name: str | None, project: str | None,
-                     experiment: str | None, start: str | None, fmt: str | None, **values) -> None:
+                     experiment: str | None, run: str | None, start: str | None, fmt: str | None, **values) -> None:
     """Price a pretraining run: 6·N·D FLOPs, GPU-hours, wall-clock, compute and storage cost."""
     from service.core.errors import UsageError
     from service.findings.plan_values import as_billed
@@ -45,17 +47,23 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
 
     if register_name and not (project and start):
         raise UsageError("registering a plan needs --project and --start", where="--register")
-    if not register_name and (project or experiment or start):
-        raise UsageError("--project, --experiment and --start only apply with --register NAME", where="--register")
+    if not register_name and (project or experiment or run or start):
+        raise UsageError("--project, --experiment, --run and --start only apply with --register NAME",
+                         where="--register")
+    if run and "run" not in obj.config.attribution.dimensions:  # a run's cost is told by job records
+        raise UsageError("a plan on a run needs job records: the config has no `clusters:` under `attribution:`",
+                         where="--run", hint="add them (README: Shared GPU clusters), or register the plan on its "
+                         "project (and --experiment)")
     # pricing a run needs no lake: without a config the built-in GPU table prices it
     result = estimate(plan_inputs(values, plan_file), obj.config if register_name else obj.config_or_defaults())
     plan = None
     if register_name:
         plan, problems = as_billed(obj.lake, obj.config, plan_from_estimate(
-            result, name=register_name, project=project, experiment=experiment, start=start))
+            result, name=register_name, project=project, experiment=experiment, start=start, run=run))
         replaced = register_plan(obj.lake, plan)
         click.echo(f"{'replaced' if replaced else 'registered'} plan {plan.name} for project {plan.project}"
-                   f"{'/' + plan.experiment if plan.experiment else ''}: {plan.to_json()['start']} to "
+                   f"{'/' + plan.experiment if plan.experiment else ''}{', run ' + plan.run if plan.run else ''}: "
+                   f"{plan.to_json()['start']} to "
                    f"{plan.to_json()['end']}", err=True)
         for problem in problems:
             click.echo(f"warning: plan {plan.name}: {problem}", err=True)

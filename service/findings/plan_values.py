@@ -35,7 +35,8 @@ def lake_window(lake: Lake, snapshot: Snapshot | None = None) -> Window | None:
 
 
 def as_billed(lake: Lake, config: Config, plan: Plan) -> tuple[Plan, list[str]]:
-    """`plan` with its project and experiment each spelt as the lines carrying it spell it
+    """`plan` with its project, experiment and run (`--run`: attribute's run dimension, job records'
+    ids) each spelt as the lines carrying it spell it
     (`PRETRAIN` as `pretrain`; a bill written both ways, composed), and a sentence for each
     value no line carries yet (with the closest ones) or, both carried, for an experiment no line
     carries with the project. The plan as given while the lake holds no bill."""
@@ -43,15 +44,15 @@ def as_billed(lake: Lake, config: Config, plan: Plan) -> tuple[Plan, list[str]]:
     if window is None:
         return plan, []
     spelt, problems, projects = {}, [], set()
-    for dim, value in (("project", plan.project), ("experiment", plan.experiment)):
+    for dim, value in (("project", plan.project), ("experiment", plan.experiment), ("run", plan.run)):
         if value is None:
             continue
-        by = (dim,) if dim == "project" else ("experiment", "project")
+        by = ("experiment", "project") if dim == "experiment" else (dim,)
         result = attribute(lake, config, window, by=by, where={dim: (value,)})
         spelt[dim] = _spelling([row.values[dim] for row in result.rows], value)
         problems += [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for _, _, hint in result.unmatched]
         projects = {row.values["project"] for row in result.rows} if dim == "experiment" else projects
-    plan = replace(plan, project=spelt["project"], experiment=spelt.get("experiment"))
+    plan = replace(plan, project=spelt["project"], experiment=spelt.get("experiment"), run=spelt.get("run"))
     if plan.experiment is not None and not problems:
         apart = _apart(plan, projects)
         problems += [f"no cost line in the lake carries {apart[0]} yet; {apart[1]}"] if apart else []

@@ -53,7 +53,9 @@ def check_rule_names(names: Sequence[str], where: str = "--rule") -> None:
 
 
 def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
-    """The registered plans as windows with their pessimistic total (naive UTC)."""
+    """The registered plans as windows with their pessimistic total (naive UTC). A plan on a run (`--run`) is
+    its project's (and experiment's) window: the anomaly rule's daily spend is by project, not by run, and
+    the plan's amount bounds what it expects."""
     return tuple(PlannedWindow(p.name, p.project, p.experiment, p.start.replace(tzinfo=None),
                                p.end.replace(tzinfo=None), p.total_cost.high) for p in load_plans(lake))
 

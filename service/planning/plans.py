@@ -10,6 +10,7 @@ registration or removal, through `Lake.commit_snapshot`), so every reader sees t
 |---|---|---|
 | name | VARCHAR | unique, in any case; registering a name again replaces that plan, `spendlake plans remove` removes it |
 | project, experiment | VARCHAR | what the spend is attributed to, spelt as the lake's cost lines carried it when registered (experiment may be NULL: the whole project) |
+| run | VARCHAR | the run the plan follows (`--run`: its jobs' cost, attribute's `run` dimension), NULL: every run of the scope; a file written before it has no such column, read as NULL |
 | start, end | TIMESTAMP | UTC; the planned window, `end` after the pessimistic run length |
 | retention_days | INTEGER | storage kept after the run |
 | run_hours_low/high, compute_cost_low/high, storage_cost_low/high, total_cost_low/high | DECIMAL(38,12) | optimistic / pessimistic; USD |
@@ -62,8 +63,9 @@ SCHEMA = pa.schema([
     ("end", pa.timestamp("us")), ("retention_days", pa.int32()),
     *((f"{name}_{side}", MONEY) for name in ("run_hours", "compute_cost", "storage_cost", "total_cost")
       for side in ("low", "high")),
-    ("inputs", pa.string()),
+    ("inputs", pa.string()), ("run", pa.string()),
 ])
+OPTIONAL = ("run",)  # columns a file written before them lacks: read as NULL
 CENT = Decimal("0.01")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 Amount = Annotated[Decimal, Field(ge=0)]
@@ -78,6 +80,7 @@ class StoredPlan(BaseModel):
     name: Annotated[str, Field(pattern=NAME_RE.pattern)]
     project: Annotated[str, Field(pattern=r"\S")]
     experiment: str | None
+    run: Annotated[str, Field(pattern=r"\S")] | None
     start: datetime
     retention_days: Annotated[int, Field(ge=0)]
     run_hours_low: Amount
@@ -100,6 +103,7 @@ class Plan:
     compute_cost: Span       # USD
     storage_cost: Span       # USD
     inputs: dict[str, Any]
+    run: str | None = None   # the run it follows (`--run`): its scope is the run's cost of its project (and experiment)
 
     @property
     def total_cost(self) -> Span:
@@ -128,7 +132,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "project": self.project, "experiment": self.experiment,
+            "name": self.name, "project": self.project, "experiment": self.experiment, "run": self.run,
             "start": iso_utc(self.start), "end": iso_utc(self.end), "retention_days": self.retention_days,
             # in cents, each figure rounded once as the estimate rounds its own (the total is not the sum of the parts'
             # cents: it is the estimate's total)
@@ -157,7 +161,8 @@ def _span_json(span: Span, quantum: Decimal | None = None) -> dict[str, str]:
             for side, value in (("low", span.low), ("high", span.high))}
 
 
-def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment: str | None, start: str) -> Plan:
+def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment: str | None, start: str,
+                       run: str | None = None) -> Plan:
     if not NAME_RE.match(name):
         raise UsageError(f"invalid plan name {name!r}", where="--register",
                          hint="use letters, digits, '.', '_' or '-', at most 64 characters")
@@ -167,6 +172,7 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
     day = parse_day(start, option="--start", example="2026-12-01")
     # composed (NFC), as bills write a value (the CLI spells it as the lake's lines do: cli/estimate.py)
     plan = Plan(name=name, project=composed(project.strip()), experiment=composed((experiment or "").strip()) or None,
+                run=composed((run or "").strip()) or None,
                 start=datetime.combine(day, time(), timezone.utc),
                 run_hours=Span(_money(result.low.run_hours), _money(result.high.run_hours)),  # as stored
                 retention_days=result.inputs.retention_days,
@@ -260,11 +266,11 @@ def _records(lake: Lake) -> tuple[list[dict[str, Any]], Path]:
     path = lake.partition_file(TABLE, [("source", SOURCE), ("snapshot", "current")])
     if not lake.has_table(TABLE):
         return [], path
-    columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
     with lake.query(tables=("costs", TABLE)) as con:  # a damaged findings file stops no plan
         present = {row[0] for row in con.execute(f"DESCRIBE {TABLE}").fetchall()}
-        if missing := [name for name in SCHEMA.names if name not in present]:
+        if missing := [name for name in SCHEMA.names if name not in present and name not in OPTIONAL]:
             raise _damaged(path, f"it lacks the column(s) {', '.join(missing)}")
+        columns = ", ".join(f'"{name}"' if name in present else f'NULL AS "{name}"' for name in SCHEMA.names)
         cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
         return [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()], path
 
@@ -277,7 +283,7 @@ def _checked(records: list[dict[str, Any]], path: Path) -> list[Plan]:
 
 
 def _row(plan: Plan) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": plan.name, "project": plan.project, "experiment": plan.experiment,
+    row: dict[str, Any] = {"name": plan.name, "project": plan.project, "experiment": plan.experiment, "run": plan.run,
                            "start": plan.start.replace(tzinfo=None), "end": plan.end.replace(tzinfo=None),
                            "retention_days": plan.retention_days, "inputs": json.dumps(plan.inputs, sort_keys=True)}
     for name, span in (("run_hours", plan.run_hours), ("compute_cost", plan.compute_cost),
@@ -309,7 +315,7 @@ def _plan(row: dict[str, Any], path: Path) -> Plan:
     def span(name: str) -> Span:
         return Span(row[f"{name}_low"], row[f"{name}_high"])
 
-    return Plan(name=row["name"], project=row["project"], experiment=row["experiment"],
+    return Plan(name=row["name"], project=row["project"], experiment=row["experiment"], run=row["run"],
                 start=row["start"].replace(tzinfo=timezone.utc), run_hours=span("run_hours"),
                 retention_days=row["retention_days"], compute_cost=span("compute_cost"),
                 storage_cost=span("storage_cost"),

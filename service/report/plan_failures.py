@@ -76,9 +76,9 @@ def plan_failures(config: Config, runs: Sequence[RunCost] | None, plan: Plan, ac
     for run in runs:
         # the run's attempts of the plan's scope (all of them but in a run of several projects): the rule
         # reads every attempt of the run, a re-run of another project's attempt being a re-run all the same
-        if any(of_plan(plan, attempt.owner or run.owner) for attempt in run.attempts):
+        if any(of_plan(plan, attempt.owner or run.owner, run.run) for attempt in run.attempts):
             spent[run.run] = sum((a.cost for a in rule.rerun_failures(run.attempts)
-                                  if of_plan(plan, a.owner or run.owner)), Decimal(0))
+                                  if of_plan(plan, a.owner or run.owner, run.run)), Decimal(0))
     if not spent:
         return PlanFailures(typed, planned, None, None)
     total = sum(spent.values(), Decimal(0))
@@ -117,10 +117,12 @@ def _planned_share(plan: Plan, inputs: PlanInputs) -> Decimal | None:
     return inputs.failure_overhead.high / (1 + overhead) * plan.compute_cost.high / total
 
 
-def of_plan(plan: Plan, owner) -> bool:
-    """Whether `owner` (a run's or an attempt's) is in the plan's scope, its values folded as the actual matches them."""
+def of_plan(plan: Plan, owner, run: str) -> bool:
+    """Whether `owner` (a run's or an attempt's) of `run` is in the plan's scope, its values folded as the actual
+    matches them: the plan's run too, for a plan on a run (`--run`)."""
     return folded(owner.project) == folded(plan.project) and (
-        plan.experiment is None or folded(owner.experiment) == folded(plan.experiment))
+        plan.experiment is None or folded(owner.experiment) == folded(plan.experiment)) and (
+        plan.run is None or folded(run) == folded(plan.run))
 
 
 def _pct(share: Decimal | None) -> Decimal | None:

@@ -50,12 +50,15 @@ LaterRun = tuple[str, datetime, Decimal]  # the run, its first attempt's start (
 def later_runs(runs: Sequence[RunCost] | None, plan: Plan, plans: Sequence[Plan]) -> list[LaterRun]:
     """Those of `runs` (plan_runs: None without job records) that began after the plan's run's end, the
     costliest first, but those another of the registered `plans` counts (`held`): in its actual, taken
-    out of this one's as that plan's (plan_windows.taken_days), not set apart as in no plan's."""
+    out of this one's as that plan's (plan_windows.taken_days), not set apart as in no plan's. A plan on a
+    run (`--run`) has none: its scope is that run, however late it goes on."""
+    if plan.run is not None:
+        return []
     ended = _naive(plan.end)
     found = []
     for run in runs or ():
         starts = [a.start for a in run.attempts if a.start is not None]
-        ours = [a for a in run.attempts if a.currency == "USD" and of_plan(plan, a.owner or run.owner)]
+        ours = [a for a in run.attempts if a.currency == "USD" and of_plan(plan, a.owner or run.owner, run.run)]
         cost = sum((a.cost for a in ours), Decimal(0))
         if cost and starts and min(starts) >= ended and not held(run, ours, plan, plans):
             found.append((run.run, min(starts), cost))
@@ -69,7 +72,7 @@ def held(run: RunCost, attempts: Sequence[JobAttempt], plan: Plan, plans: Sequen
         if other is plan:
             continue
         since, until = _naive(other.start), _naive(counted_until(other, plans)[0])
-        if any(of_plan(other, a.owner or run.owner) and a.start is not None and a.start < until
+        if any(of_plan(other, a.owner or run.owner, run.run) and a.start is not None and a.start < until
                and (a.end is None or a.end > since) for a in attempts):
             return True
     return False

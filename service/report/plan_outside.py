@@ -8,12 +8,14 @@ Where the lake has job records (`attribution.clusters`), the plans section names
 an experiment, the runs with a cost in its window (`plan_runs`) whose attempts' cost carries its
 project but another experiment, where the run is the plan's (named as its experiment or as the
 plan) or the experiment is unknown (the experiment dimension's `default`: the jobs carry none),
-and how to count them: label the jobs with the experiment, or register the plan on the project
-alone. A run of the project labelled with another known experiment is another experiment's, and
-said nothing of; runs with no experiment not named as the plan are said only where together they
-come to `TOGETHER_SHARE` of the plan's actual or more: the demo's ad-hoc debug jobs of its plan's
-project (40 runs named by job id, USD 2,423 of an actual of 1.5M, 0.16%) are not its run. The
-costliest `NAMED` are named, the rest folded into "and N more runs".
+and how to count them: register the plan on the run (`estimate --register NAME --run RUN`: its
+actual is then the run's jobs' cost, whatever experiment they carry). A plan already on a run is
+said nothing of: its scope is what it was told. A run of the project labelled with another known
+experiment is another experiment's, and said nothing of; runs with no experiment not named as the
+plan are said only where together they come to `TOGETHER_SHARE` of the plan's actual or more: the
+demo's ad-hoc debug jobs of its plan's project (40 runs named by job id, USD 2,423 of an actual of
+1.5M, 0.16%) are not its run. The costliest `NAMED` are named, the rest folded into "and N more
+runs".
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ def outside_runs(runs: Sequence[RunCost] | None, plan: Plan, unknown: str, actua
     """Those of `runs` (plan_runs: None without job records) whose attempts of the plan's project carry
     another experiment than the plan's, where the run is the plan's or the experiment `unknown` (the
     dimension's default; those not the plan's run only where together they come to TOGETHER_SHARE of
-    `actual`, the plan's USD actual), the costliest first; [] for a plan without an experiment."""
-    if plan.experiment is None:
+    `actual`, the plan's USD actual), the costliest first; [] for a plan without an experiment or on a run."""
+    if plan.experiment is None or plan.run is not None:
         return []
     project, experiment, unknown = folded(plan.project), folded(plan.experiment), folded(unknown)
     named = {experiment, folded(plan.name)}
@@ -75,7 +77,6 @@ def _note(plan: Plan, runs: list[OutsideRun], unknown: str) -> str | None:
     first = quote(named[0][0])
     return (f"plan {plan.name} counts project {plan.project}, experiment {plan.experiment} only: the cluster jobs of "
             f"{said}{more} in its window carry project {plan.project} but not experiment {plan.experiment}, so its "
-            f"actual leaves them out (`spendlake runs --run {first}` gives their cost). Label them with the experiment "
-            f"(a rule of attribution.dimensions.experiment: {{match: {{run: {named[0][0]}}}, value: "
-            f"{plan.experiment}}}, or an experiment label on the jobs), or register the plan on the project alone "
-            f"(`spendlake estimate ... --register {quote(plan.name)} --project {quote(plan.project)} --start DAY`).")
+            f"actual leaves them out (`spendlake runs --run {first}` gives their cost). Register the plan on its run "
+            f"(`spendlake estimate ... --register {quote(plan.name)} --project {quote(plan.project)} --run {first} "
+            f"--start {plan.start.date()}`): its actual is then the run's jobs' cost, whatever experiment they carry.")

@@ -24,6 +24,8 @@ from service.core.timewindow import Window, minute_text
 from service.core.units import amounts_text
 from service.planning.plans import Plan
 
+NARROWING = ("experiment", "run")  # what a plan's scope may name within its project
+
 
 def priced_until(plan: Plan) -> datetime:
     """The end of what the plan prices (planned_spend's): its run's end and the retention its
@@ -77,7 +79,7 @@ def taken_days(config: Config, lake: Lake, plan: Plan, plans: Sequence[Plan], un
         active = [other for other in taking if windows[other.name][0] <= since and to <= windows[other.name][1]]
         if not active:
             continue
-        by = ("project", "experiment") if any(other.experiment for other in active) else ("project",)
+        by = ("project", *(dim for dim in NARROWING if any(getattr(other, dim) for other in active)))
         result = attribute(lake, config, Window(since, to), by=by, where=scope_where(plan), granularity="day",
                            snapshot=snapshot)
         for row in result.rows:
@@ -102,47 +104,50 @@ def taken_note(plan: Plan, each: Mapping[str, Decimal], plans: Sequence[Plan]) -
 
 def scope_text(plan: Plan) -> str:
     """The plan's scope as the notes name it."""
-    return f"project {plan.project}" + (f", experiment {plan.experiment}" if plan.experiment else "")
+    return f"project {plan.project}" + "".join(f", {dim} {getattr(plan, dim)}" for dim in NARROWING
+                                               if getattr(plan, dim))
 
 
 def scope_where(plan: Plan) -> dict[str, tuple[str]]:
-    """The plan's scope as attribute's `where`: its project, and its experiment when it has one."""
-    return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
+    """The plan's scope as attribute's `where`: its project, and its experiment and run when it names them."""
+    return {"project": (plan.project,), **{dim: (getattr(plan, dim),) for dim in NARROWING if getattr(plan, dim)}}
 
 
 def _holds(plan: Plan, values: Mapping[str, str]) -> bool:
-    """Whether a cost row's `values` (attribute's, by project and experiment) are in the plan's scope."""
-    return folded(values["project"]) == folded(plan.project) and (
-        plan.experiment is None or folded(values["experiment"]) == folded(plan.experiment))
+    """Whether a cost row's `values` (attribute's, by the dimensions the plan names) are in the plan's scope."""
+    return all(getattr(plan, dim) is None or folded(values[dim]) == folded(getattr(plan, dim))
+               for dim in ("project", *NARROWING))
 
 
 def overlaps(plans: list[Plan]) -> list[str]:
     """A sentence for each two plans whose scopes and counted windows (from the start to
-    counted_until) overlap where neither takes the other's spend (`takes`: one scope, one start):
-    both actuals count that spend."""
+    counted_until) overlap where neither takes the other's spend (`takes`: one scope, one start,
+    or scopes each naming what the other does not, a run and an experiment): both actuals count
+    that spend."""
     said = []
     for i, one in enumerate(plans):
         for other in plans[i + 1:]:
             since = max(one.start, other.start)
             until = min(counted_until(one, plans)[0], counted_until(other, plans)[0])
-            experiments = {one.experiment, other.experiment} - {None}
             if same_scope(one, other) and not takes(one, other) and not takes(other, one) and since < until:
-                experiment = f", experiment {sorted(experiments)[0]}" if experiments else ""
+                shared = "".join(f", {dim} {min(values)}" for dim in NARROWING
+                                 if (values := {getattr(one, dim), getattr(other, dim)} - {None}))
                 said.append(f"plans {one.name} and {other.name} cover the same spend (project {one.project}"
-                            f"{experiment} from {minute_text(since)} to {minute_text(until)} UTC): each one's actual "
+                            f"{shared} from {minute_text(since)} to {minute_text(until)} UTC): each one's actual "
                             "counts it.")
     return said
 
 
 def covers(wide: Plan, plan: Plan) -> bool:
-    """Whether all of the plan's spend is in `wide`'s scope: one project (in any case), and `wide`
-    the whole project's or the plan's experiment."""
-    return folded(wide.project) == folded(plan.project) and (
-        wide.experiment is None or plan.experiment is not None and folded(wide.experiment) == folded(plan.experiment))
+    """Whether all of the plan's spend is in `wide`'s scope: one project (in any case), and each
+    dimension `wide` names (its experiment, its run) named alike by the plan."""
+    return folded(wide.project) == folded(plan.project) and all(
+        getattr(wide, dim) is None or getattr(plan, dim) is not None
+        and folded(getattr(wide, dim)) == folded(getattr(plan, dim)) for dim in NARROWING)
 
 
 def same_scope(one: Plan, other: Plan) -> bool:
-    """Whether some spend is in both plans' scopes: one project (in any case), and one experiment or
-    the whole project."""
-    experiments = {folded(e) for e in (one.experiment, other.experiment) if e is not None}
-    return folded(one.project) == folded(other.project) and len(experiments) <= 1
+    """Whether some spend may be in both plans' scopes: one project (in any case), and no dimension
+    both name with other values (one experiment or the whole project; one run or every run)."""
+    return folded(one.project) == folded(other.project) and all(
+        len({folded(v) for v in (getattr(one, dim), getattr(other, dim)) if v is not None}) <= 1 for dim in NARROWING)

@@ -1,8 +1,9 @@
 """Plans vs actual: each registered plan's planned spend to the end of a day against the USD
-attributed to its project (or experiment) since its start, less what a later plan of a narrower
-scope counts from its start (each dollar is in one plan's actual: service/report/plan_windows.py)
-and a second run not registered that job records tell (service/report/plan_later_runs.py). The report's section "Plans vs actual"
-(plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
+attributed to its project (or experiment, or run) since its start, less what a later plan of a
+narrower scope counts from its start (each dollar is in one plan's actual: plan_windows.py) and a
+second run not registered that job records tell (service/report/plan_later_runs.py). The report's
+section "Plans vs actual" (plans.csv), `spendlake plans` and `/api/v1/plans` are all this one
+computation.
 
 With several billing sources the data ends where the earliest of them does, among those with
 data after the plan's start whose lines carry its project (and experiment): a lagging source's
@@ -62,6 +63,7 @@ COLUMNS = (
     # the USD of its scope plans of a narrower scope count from their start, out of the actual (None: none):
     # service/report/plan_windows.py; the note names them
     Column("later_plans", "later plans' spend", "money", in_html=False),
+    Column("run", "run", in_html=False),  # the run the plan follows (`estimate --register NAME --run RUN`), else None
 )  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
@@ -192,6 +194,9 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
     runs = run_costs_lookup(lake, config, snapshot)  # None without job records
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
+    # a plan on a run (`--run`) is told by job records: without attribution.clusters its row says so, and it takes none
+    unread = [plan for plan in plans if plan.run is not None and "run" not in config.attribution.dimensions]
+    plans = [plan for plan in plans if plan not in unread]
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
                   markdown=(("plan", "project"), "status"))
     charts, notes = [], []
@@ -220,7 +225,8 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             notes.append(f"plan {plan.name}'s actual ends where plan {later.name} starts ({minute_text(counted)} UTC), "
                          f"a later run of {scope_text(later)} before the end of the storage it priced: "
                          f"{amounts_text([('USD', after)])} on {scope_text(plan)} since is not in its actual "
-                         f"(after_end): from then plan {later.name}'s actual counts it (past where that ends, its after_end).")
+                         f"(after_end): from then plan {later.name}'s actual counts it (past where that ends, its "
+                         "after_end).")
         elif after:
             notes.append(f"plan {plan.name} kept spending after its planned end ({minute_text(plan.end)} UTC"
                          f"{_retention(plan)}): {amounts_text([('USD', after)])} on {scope_text(plan)} since is not in "
@@ -264,7 +270,8 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             notes.append(f"plan {plan.name} started before the lake's billing data begins ({minute_text(data[0])} "
                          "UTC): its actual counts from then.")
         table.rows.append({
-            "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
+            "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "run": plan.run,
+            "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
             "status": status,
@@ -276,6 +283,14 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends, counted, spent_after or {}))
+    for plan in unread:
+        table.rows.append({"plan": plan.name, "project": plan.project, "experiment": plan.experiment, "run": plan.run,
+                           "currency": "USD", "start": iso_utc(plan.start), "end": iso_utc(plan.end),
+                           "status": "no job records", "planned_total_low": plan.total_cost.low.quantize(CENT),
+                           "planned_total_high": plan.total_cost.high.quantize(CENT)})
+        notes.append(f"plan {plan.name} follows run {plan.run}, whose cost job records tell: the config has no "
+                     "`clusters:` under `attribution:` (README: Shared GPU clusters), so its actual is not known.")
+    table.rows.sort(key=lambda row: row["plan"])  # by name, as load_plans gives them
     notes += overlaps(plans)
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
@@ -284,9 +299,9 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
                  f"the lake's billing data ends at {minute_text(ends)} UTC,")
         notes.append(f"{whose} before the day's end: spend after it{' (of every source)' if several else ''} is not in "
                      "the actual yet, so a status '... to data end' sets it against the plan to then.")
-    if not plans:
+    if not plans and not unread:
         notes = [NO_PLANS]
-    section = Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts,
+    section = Section("plans", "Plans vs actual", tables=[table] if table.rows else [], charts=charts,
                       note=" ".join(notes) or None)
     return section, notes
 

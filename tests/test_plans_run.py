@@ -1,0 +1,126 @@
+"""Plans on a run (`spendlake estimate --register NAME --run RUN`): the plan's actual is the run's jobs'
+cost, as `spendlake runs --run RUN` tells it, whatever experiment they carry."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.planning.plans import load_plans
+from service.report.sections.plans import plans_as_of
+from tests.test_failed_reruns import hand_lake
+from tests.test_plans_cli import hand_edit
+from tests.test_runs import whole_config
+
+D = Decimal
+DAY = "2026-11-02"
+# 7B params on 20B tokens at 8 H100s from the 2nd's midnight: a run of days, over the hand lake's jobs (10:00-12:00)
+ESTIMATE = ["estimate", "--params", "7B", "--tokens", "20B", "--gpu", "H100", "--gpus", "8", "--mfu", "0.4",
+            "--price-per-gpu-hour", "10", "--storage-price-per-gb-month", "0", "--retention-days", "0"]
+
+
+def spendlake(config: str, *args):
+    return CliRunner().invoke(cli, ["--config", config, *args], catch_exceptions=False)
+
+
+def configured(tmp_path, lake, **changes) -> str:
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({**whole_config(tmp_path, lake), **changes}))
+    return str(path)
+
+
+def test_a_plan_on_a_run_counts_the_runs_jobs_as_runs_run_tells_them(tmp_path):
+    """The hand lake's run r1 (project llm, experiment e1: three jobs on p5's i-a at $80 an hour, 10:00-10:20 with 8
+    GPUs, 10:25-10:32 with 4 of its 8, 11:00-12:00 with 8) costs 80 x 20/60 + 80 x 7/60 x 4/8 + 80 = 26.67 + 4.67 +
+    80 = $111.33, as `runs --run r1` says; registered with `--run R1` (typed in another case: spelt as the job
+    records do), the plan's actual is that."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    out = spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "R1", "--start", DAY,
+                    "--format", "json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["plan"]["run"] == "r1", out.stdout
+    assert "registered plan r1-plan for project llm, run r1: 2026-11-02T00:00:00Z to " in out.stderr, out.output
+    [story] = json.loads(spendlake(config, "runs", "--run", "r1", "--since", DAY, "--format", "json").stdout)["rows"]
+    [row] = json.loads(spendlake(config, "plans", "--as-of", DAY, "--format", "json").stdout)
+    assert (row["plan"], row["run"], D(row["actual_to_date"]).quantize(D("0.01"))) == ("r1-plan", "r1", D("111.33"))
+    assert D(row["actual_to_date"]) == D(story["cost"]), (row, story)
+    assert [plan.run for plan in load_plans(lake)] == ["r1"]
+    # a run no job record holds (a typo) warns with the closest ones, and the plan reads "unknown run", not under plan
+    out = spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r11", "--start", DAY)
+    warning = "warning: plan r1-plan: no cost line in the lake carries run 'r11' yet"
+    assert out.exit_code == 0 and warning in out.stderr, out.output
+    [row] = json.loads(spendlake(config, "plans", "--as-of", DAY, "--format", "json").stdout)
+    assert (row["run"], row["status"]) == ("r11", "unknown run"), row
+
+
+def test_a_plan_on_a_run_takes_the_runs_cost_from_an_earlier_plan_on_its_experiment(tmp_path):
+    """Each dollar in one plan's actual: e1-plan (experiment e1, from the 1st) counts r1's $111.33, all of e1's spend;
+    r1-plan, from the 2nd, takes r1's jobs from its start: e1-plan keeps the rest, $0 (later_plans 111.33), where
+    both counted it."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    assert spendlake(config, *ESTIMATE, "--register", "e1-plan", "--project", "llm", "--experiment", "e1", "--start",
+                     "2026-11-01").exit_code == 0
+    before = {row["plan"]: D(row["actual_to_date"]) for row in
+              json.loads(spendlake(config, "plans", "--as-of", DAY, "--format", "json").stdout)}
+    assert spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r1", "--start",
+                     DAY).exit_code == 0
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(out.stdout)}
+    cent = D("0.01")
+    assert (D(rows["r1-plan"]["actual_to_date"]).quantize(cent), D(rows["e1-plan"]["later_plans"]).quantize(cent)) == (
+        D("111.33"), D("111.33")), rows
+    assert (before["e1-plan"].quantize(cent), D(rows["e1-plan"]["actual_to_date"])) == (D("111.33"), 0), rows
+    assert "USD 111.33 to plan r1-plan (project llm, run r1, from 2026-11-02 00:00 UTC) (later_plans)" in out.stderr
+
+
+def test_a_plan_on_a_run_needs_job_records_and_register(tmp_path):
+    lake, _ = hand_lake(tmp_path)
+    bare = configured(tmp_path, lake, attribution={})
+    out = spendlake(bare, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r1", "--start", DAY)
+    assert out.exit_code == 2 and "--run" in out.stderr and "clusters:" in out.stderr, out.output
+    out = spendlake(configured(tmp_path, lake), *ESTIMATE, "--run", "r1")
+    assert out.exit_code == 2 and "only apply with --register NAME" in out.stderr, out.output
+    assert load_plans(lake) == []
+
+
+def test_a_plan_on_a_run_under_a_config_without_clusters_says_its_actual_is_not_known(tmp_path):
+    # the config dropped `clusters:` after the plan was registered: its row says so, the other plans are read
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    for name, scope in (("r1-plan", ["--run", "r1"]), ("llm-plan", [])):
+        assert spendlake(config, *ESTIMATE, "--register", name, "--project", "llm", *scope, "--start", DAY
+                         ).exit_code == 0
+    found = plans_as_of(parse_config({**whole_config(tmp_path, lake), "attribution": {}}), lake, date(2026, 11, 2))
+    # llm-plan is read (without the clusters, no line of the bill carries project llm: the jobs gave it)
+    assert [(row["plan"], row["status"], row.get("actual_to_date")) for row in found.rows] == [
+        ("llm-plan", "unknown project", 0), ("r1-plan", "no job records", None)], found.rows
+    assert ("plan r1-plan follows run r1, whose cost job records tell: the config has no `clusters:` under "
+            "`attribution:` (README: Shared GPU clusters), so its actual is not known.") in found.notes, found.notes
+    # alone, it is still a registered plan, not "No plans registered"
+    assert spendlake(config, "plans", "remove", "llm-plan", "--yes").exit_code == 0
+    found = plans_as_of(parse_config({**whole_config(tmp_path, lake), "attribution": {}}), lake, date(2026, 11, 2))
+    assert [(row["plan"], row["status"]) for row in found.rows] == [("r1-plan", "no job records")], found.rows
+    assert not [note for note in found.notes if note.startswith("No plans registered")], found.notes
+
+
+def test_a_plans_file_written_before_plans_on_runs_is_read_each_plan_on_no_run(tmp_path):
+    # a lake registered by an earlier version holds no `run` column: read as NULL, not "it lacks the column(s) run"
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    assert spendlake(config, *ESTIMATE, "--register", "llm-plan", "--project", "llm", "--start", DAY).exit_code == 0
+    hand_edit(lake, tmp_path, "SELECT * EXCLUDE (run) FROM plans")
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    assert out.exit_code == 0, out.output
+    [row] = json.loads(out.stdout)
+    assert (row["plan"], row["run"]) == ("llm-plan", None)
+    assert spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r1", "--start", DAY
+                     ).exit_code == 0  # written again, with the column
+    assert [(plan.name, plan.run) for plan in load_plans(lake)] == [("llm-plan", None), ("r1-plan", "r1")]
