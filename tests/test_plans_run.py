@@ -108,6 +108,8 @@ def test_a_plan_on_a_run_under_a_config_without_clusters_says_its_actual_is_not_
     assert spendlake(config, "plans", "remove", "llm-plan", "--yes").exit_code == 0
     found = plans_as_of(parse_config({**whole_config(tmp_path, lake), "attribution": {}}), lake, date(2026, 11, 2))
     assert [(row["plan"], row["status"]) for row in found.rows] == [("r1-plan", "no job records")], found.rows
+    # its plan to date is its own: 8 GPUs at $10 an hour from midnight, the 2nd whole
+    assert (found.rows[0]["planned_to_date_low"], found.rows[0]["planned_to_date_high"]) == (1920, 1920), found.rows
     assert not [note for note in found.notes if note.startswith("No plans registered")], found.notes
 
 

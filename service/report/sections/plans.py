@@ -284,8 +284,10 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends, counted, spent_after or {}))
     for plan in unread:
+        low, high = _cents(plan.planned_spend(until))
         table.rows.append({"plan": plan.name, "project": plan.project, "experiment": plan.experiment, "run": plan.run,
                            "currency": "USD", "start": iso_utc(plan.start), "end": iso_utc(plan.end),
+                           "planned_to_date_low": low, "planned_to_date_high": high,
                            "status": "no job records", "planned_total_low": plan.total_cost.low.quantize(CENT),
                            "planned_total_high": plan.total_cost.high.quantize(CENT)})
         notes.append(f"plan {plan.name} follows run {plan.run}, whose cost job records tell: the config has no "
