@@ -79,6 +79,8 @@ def test_a_plan_on_a_run_takes_the_runs_cost_from_an_earlier_plan_on_its_experim
         D("111.33"), D("111.33")), rows
     assert (before["e1-plan"].quantize(cent), D(rows["e1-plan"]["actual_to_date"])) == (D("111.33"), 0), rows
     assert "USD 111.33 to plan r1-plan (project llm, run r1, from 2026-11-02 00:00 UTC) (later_plans)" in out.stderr
+    # r1's failed attempts ($31.33) are r1-plan's failures, no longer e1-plan's (it counted them against an actual of 0)
+    assert (D(rows["r1-plan"]["failed_actual"]).quantize(cent), rows["e1-plan"]["failed_actual"]) == (D("31.33"), None)
 
 
 def test_a_plan_on_a_run_needs_job_records_and_register(tmp_path):
