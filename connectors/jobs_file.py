@@ -11,7 +11,7 @@ Columns (header names compared case-insensitively; others are ignored):
   without an end, else unknown), `run_id` (default `job_id`), `user`, `team`, `project`,
   `experiment`, `job_type`, `labels` (a JSON object), `name`, `account`, `partition`, `qos`,
   `namespace`, `submit_time`, `restarts` (an integer >= 0), `instances` (an integer >= 0, each
-  holding `gpus`).
+  holding `gpus`), `parent_run` (the run an eval job serves: kept as its label `parent_run`).
 `columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type};
 several to job_id are joined with '/'); `states:` maps their state values ({Pass: COMPLETED,
 Killed: CANCELLED}), looked up first; `header:` names the columns of CSV files without a header
@@ -50,10 +50,11 @@ from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS,
 from connectors.jobs_file_instants import instant_times
 from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks_like_data, parquet_table, records,
                                       sacct_output, shown)
-from connectors.jobs_file_values import (SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
+from connectors.jobs_file_values import (PARENT_RUN, SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
                                          parse_gpu_percent, parse_gpus, parse_instance_ids, parse_instances,
                                          parse_job_id, parse_labels, parse_nodes, parse_restarts, parse_shared_text,
-                                         parse_state, parse_text, parse_time, present, unknown_states)
+                                         parse_state, parse_text, parse_time, present, unknown_states,
+                                         with_parent_run)
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -338,7 +339,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,
             state=state or ("RUNNING" if end is None else None), gpus=gpus,
             nodes=read("nodes", parse_nodes), instance_ids=read("instance_ids", parse_instance_ids),
-            submit_time=read("submit_time", self._time), labels=read("labels", parse_labels),
+            submit_time=read("submit_time", self._time),
+            labels=with_parent_run(read("labels", parse_labels), read(PARENT_RUN, parse_shared_text)),
             restarts=read("restarts", parse_restarts), **{name: read(name, parse_shared_text) for name in TEXT_COLUMNS})
 
 

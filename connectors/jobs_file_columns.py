@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 
 from connectors.jobs_base import JOB_COLUMNS, jobs_schema, stored, with_values
-from connectors.jobs_file_values import (EARLIEST, NOT_YET, UNIX_EPOCH, BadValue, parse_gpus, parse_instance_ids,
+from connectors.jobs_file_values import (EARLIEST, NOT_YET, PARENT_RUN, UNIX_EPOCH, BadValue, parse_gpus, parse_instance_ids,
                                          parse_instances, parse_labels, parse_nodes, parse_restarts, parse_state,
                                          parse_time)
 
@@ -375,6 +375,10 @@ def _jobs(con: duckdb.DuckDBPyConnection, table: str, default_cluster: str | Non
               "state": f"coalesce({'state' if 'state' in have else 'NULL'}, "
                        f"CASE WHEN {end} IS NULL THEN 'RUNNING' END)",
               "gpus": "gpus * coalesce(instances, 1)" if "instances" in have else "gpus"}
+    if PARENT_RUN in have:  # the row reader's with_parent_run
+        labels = "labels" if "labels" in have else "CAST(NULL AS MAP(VARCHAR, VARCHAR))"
+        values["labels"] = (f"CASE WHEN {PARENT_RUN} IS NULL THEN {labels} ELSE map_concat(coalesce({labels}, "
+                            f"MAP()), map_from_entries([('{PARENT_RUN}', {PARENT_RUN})])) END")
     columns = ", ".join(f'CAST({values.get(name, f"{quoted}" if name in have else "NULL")} AS {kind}) AS {quoted}'
                         for name, kind, quoted in ((name, kind, f'"{name}"') for name, kind in JOB_COLUMNS))
     return stored(con, f"SELECT {columns}, _row, CAST(NULL AS VARCHAR) AS _at, CAST({int(file)} AS INTEGER) AS _file "

@@ -14,11 +14,12 @@ from service.core.config_base import NestedValueError
 from service.core.job_states import STATES, normal_state
 from service.core.units import local_utc
 
-# The columns a jobs file may have (header names compared case-insensitively).
+# The columns a jobs file may have (header names compared case-insensitively). `parent_run` (the
+# run an eval job serves) is kept as the job's label of that name, which it sets over `labels`' own.
 FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
 FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts",
-                 "instances")
+                 "instances", "parent_run")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
 # time_format → the units of a second it counts (iso: text)
 TIME_UNITS = {"seconds": 1, "milliseconds": 1_000, "microseconds": 1_000_000}

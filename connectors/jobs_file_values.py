@@ -151,6 +151,14 @@ def _labels(value: Any) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items() if v is not None}
 
 
+PARENT_RUN = "parent_run"  # a jobs file's column kept as the label of the same name
+
+
+def with_parent_run(labels: dict[str, str] | None, parent: str | None) -> dict[str, str] | None:
+    """A row's labels with its `parent_run` column's value as that label, over theirs."""
+    return labels if parent is None else {**(labels or {}), PARENT_RUN: parent}
+
+
 def parse_restarts(value: Any) -> int | None:
     if not present(value):
         return None

@@ -230,7 +230,8 @@ def test_cluster_usage_gives_jobs_runs_and_idle(tmp_path):
         ("p5", "1", "COMPLETED", D(40)), ("p5", "2", "FAILED", D(20))]
     assert usage.runs() == {("r", "USD"): (D(60), {"team": "unallocated", "project": "unallocated",
                                                   "experiment": "unallocated", "run": "r", "job_type": "unallocated",
-                                                  "job_state": "several", "user": "unallocated"})}
+                                                  "job_state": "several", "user": "unallocated",
+                                                  "parent_run": "unallocated"})}
     [p5] = usage.clusters
     assert (p5.cluster, p5.cost, p5.idle) == ("p5", D(80), D(20))
 

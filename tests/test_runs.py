@@ -607,7 +607,7 @@ def test_with_top_the_csv_tells_the_folded_rest_from_a_run_named_other_by_its_fo
     rows = list(csv.DictReader(io.StringIO(folded.stdout)))
     assert [(r["run"], D(r["cost"]), r["folded_runs"]) for r in rows] == [("other", D(80), ""), ("other", D(40), "2")]
     plain = CliRunner().invoke(cli, args)  # without --top no row is folded: the columns as before
-    assert plain.stdout.splitlines()[0].endswith(",state,start,end"), plain.output
+    assert plain.stdout.splitlines()[0].endswith(",state,start,end,eval_cost"), plain.output
 
 
 def test_the_folded_rest_and_the_totals_sum_the_runs_gpu_hours_before_rounding(tmp_path):

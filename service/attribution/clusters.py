@@ -30,6 +30,8 @@ from service.attribution.sessions import engine_of, read_sessions
 from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums
 from service.attribution.job_how import job_how
 from service.attribution.needs import Needs
+from service.attribution.run_evals import DIMS as EVAL_DIMS
+from service.attribution.run_evals import EvalCost, EvalCosts
 from service.attribution.sql import how_col
 from service.attribution.window_sql import INSIDE, OVERLAPS
 from service.core.config import Config, attribution_of
@@ -40,14 +42,14 @@ from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.units import naive_utc
 
-JOB_VALUES = ("team", "project", "experiment", "run", "job_type", "job_state", "user")
+JOB_VALUES = ("team", "project", "experiment", "run", "job_type", "job_state", "user", "parent_run")
 
 
 @dataclass(frozen=True)
 class JobCost:
     cluster: str
     job: str  # the job id as the scheduler shows it (EKS pods: <namespace>/<pod>)
-    values: dict[str, str]  # team, project, experiment, run, job_type, job_state, user
+    values: dict[str, str]  # team, project, experiment, run, job_type, job_state, user, parent_run
     currency: str | None
     cost: Decimal
     # (record, its part of `cost`) of each attempt the parts name, by record; () where none does (a pod)
@@ -71,6 +73,7 @@ class ClusterUsage:
     overbooked: int = 0
     # (source, billing period) of the lines its jobs' and idle parts come from: the bills its figures read
     partitions: frozenset[tuple[str, str]] = frozenset()
+    evals: tuple[EvalCost, ...] = ()  # what eval jobs naming a run cost (run_evals.py), every run's
 
     def runs(self) -> dict[tuple[str, str | None], tuple[Decimal, dict[str, str]]]:
         """(run, currency) → (cost, the values its jobs share; `several` where they differ)."""
@@ -86,6 +89,7 @@ class ClusterUsage:
 class PlacedTotals:
     runs: dict[tuple[str, str | None], Decimal]  # (run, currency) → its jobs' cost, as ClusterUsage.runs()
     clusters: tuple[ClusterCost, ...]
+    evals: tuple[EvalCost, ...] = ()  # with `evals` (run_evals.py)
 
 
 def with_clusters(config: AttributionConfig | Config) -> AttributionConfig:
@@ -160,23 +164,27 @@ def _cluster_rows(clusters: dict[tuple, list[Decimal]], spell: dict[tuple[str, s
 
 
 def placed_totals(session: RollupSession, config: AttributionConfig, window: Window, cost: str,
-                  partitions: Collection[tuple[str, str]] | None = None) -> PlacedTotals:
+                  partitions: Collection[tuple[str, str]] | None = None, evals: bool = False) -> PlacedTotals:
     """`usage_in`'s runs() and clusters, summed by run and cluster in SQL (module docstring); of
-    the lines of the (source, billing period) `partitions` alone where given."""
-    dims = tuple(dict.fromkeys(["run", "cluster", *(r.by for r in config.shared)]))
+    the lines of the (source, billing period) `partitions` alone where given; `evals`: with
+    what eval jobs naming each run cost (run_evals.py)."""
+    dims = tuple(dict.fromkeys(["run", "cluster", *(EVAL_DIMS if evals else ()), *(r.by for r in config.shared)]))
     runs: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    spell = session.spellings(["run", "cluster"])
+    spell = session.spellings(["run", "cluster", *(EVAL_DIMS if evals else ())])
+    costs = EvalCosts(config, spell)
     for kind, _, currency, values, amount, partition, _ in _placed(session, config, dims, window, cost, by_job=False):
         if partitions is not None and partition not in partitions:
             continue
+        if evals:
+            costs.add(kind, values, dims, currency, amount)
         run, cluster = values[0], values[1]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
             clusters[(cluster, currency)][1] += amount
         else:
             runs[(spell.get(("run", run), run), currency)] += amount
-    return PlacedTotals(dict(runs), _cluster_rows(clusters, spell))
+    return PlacedTotals(dict(runs), _cluster_rows(clusters, spell), costs.costs())
 
 
 def usage_in(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str,
@@ -195,9 +203,11 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
     records: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))  # job → record → cost
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     partitions = set()
+    evals = EvalCosts(config, spell)
     for kind, name, currency, values, amount, partition, record in _placed(
             session, config, dims, window, cost, by_job, () if by_job else [folded(run)]):
         partitions.add(partition)
+        evals.add(kind, values, dims, currency, amount)
         cluster = values[at["cluster"]]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
@@ -213,4 +223,4 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
          for (c, job, values, currency), amount in jobs.items()),
         key=lambda j: (j.currency or "", -j.cost, j.cluster, j.job)))
     return ClusterUsage(window, cost, job_rows, _cluster_rows(clusters, spell), session.overbooked(window),
-                        frozenset(partitions))
+                        frozenset(partitions), evals.costs())

@@ -28,7 +28,7 @@ def state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], ke
     if story is None or kept or not rows:
         return story
     ended = " and ".join(sorted({r.state or "no state" for r in rows}))
-    return replace(story, jobs=(), instances=(), figures=StoryFigures(), notes=(
+    return replace(story, jobs=(), instances=(), figures=StoryFigures(), evals=(), notes=(
         *story.notes, f"run {rows[0].run!r} is left out by the state filter ({' or '.join(query.states)}): its last "
         f"job ended {ended}"))
 
@@ -59,7 +59,8 @@ def arranged(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
                                held.quantize(GPU_HOURS_QUANTUM),
                                sum((r.cost for r in rest), Decimal(0)), currency,
                                group[query.by.index("state")] if "state" in query.by else None, None, None, None,
-                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0)), len(rest), held))
+                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0)), len(rest), held,
+                               sum((r.eval_cost for r in rest), Decimal(0))))
     return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
 
 

@@ -39,6 +39,9 @@ class RunRow:
     priced_hours: Decimal | None  # of gpu_hours, those of its jobs that cost: a job in no bill has no price
     folded_runs: int = 0  # `top`'s row of the rest (named `other`): the runs in it; a run may be named other too
     held_hours: Decimal | None = None  # gpu_hours before rounding: the rest and the totals sum these
+    # what eval jobs naming this run (their parent_run) cost in its currency: beside `cost`, not in it
+    # (those jobs are their own runs' rows; run_evals.py)
+    eval_cost: Decimal = Decimal(0)
 
     @property
     def exact_hours(self) -> Decimal:
@@ -66,6 +69,7 @@ class RunRow:
                 "currency": self.currency, "cost_per_gpu_hour": _text(self.cost_per_gpu_hour),
                 "idle_share": _text(self.idle_share), "state": self.state,
                 "start": iso_utc(self.start) if self.start else None, "end": iso_utc(self.end) if self.end else None,
+                "eval_cost": _text(self.eval_cost),
                 **({"folded_runs": self.folded_runs} if self.folded_runs else {})}
 
 

@@ -22,6 +22,9 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
   the window if it began earlier; a run's jobs that ended before the window are not among them), end = their last end
   (None while one runs; with `until`, as of it: a job ended after it is RUNNING, as_of); EKS pods have no job record:
   jobs = its pods, the rest unknown;
+- eval_cost: what the jobs of job type `eval` naming the run (their `parent_run`) cost in the window,
+  in the row's currency (run_evals.py): beside `cost`, never in it, as those jobs are their own runs'
+  rows and no total adds it;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
   credits make it no share (outside 0-100%: core.units.share_of);
@@ -37,7 +40,7 @@ bill, its cluster has no pool) shows cost 0, no currency, and the values its job
 group first, the costliest row first in each: `top` keeps the N costliest runs of each group and
 folds the rest into one `other` row; totals are per group and currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
-and by state, the idle of its instances while it held them (service/attribution/run_story.py),
+and by state, the idle of its instances while it held them (service/attribution/run_story.py), the eval runs naming it,
 what its unfinished attempts and failed re-runs cost (run_figures.py: with a Config, the
 failed-reruns rule as its `rules:` set it; an AttributionConfig, the rule's defaults);
 without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note instead of its story.
@@ -57,6 +60,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.job_rules import idle_job_rules
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, window_at
+from service.attribution.run_evals import by_parent, naming
 from service.attribution.run_grouping import arranged, kept_by_state, state_noted
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
                                             job_records, joined_clusters, run_span)
@@ -154,12 +158,15 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     if query.run:
         story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage,
                           query.naming("run"), rules)
+        story = replace(story, evals=naming(usage.evals, query.run))
         idle = story.idle_shares()  # one pass over the window's parts, not two
+    evals = by_parent(usage.evals)
     rows = []
     for (run, currency), (name, cost, values, jobs, clusters) in costs.items():
         side = records.get(run)  # its jobs in a cluster that bills nothing ran there too
         values = {**values, "cluster": joined_clusters(clusters | (side.clusters if side else set()))}
-        rows.append(_row(name, values, cost, currency, side, jobs, idle.get((run, currency))))
+        rows.append(replace(_row(name, values, cost, currency, side, jobs, idle.get((run, currency))),
+                            eval_cost=evals.get((run, currency), Decimal(0))))
     costed = {run for run, _ in costs}
     for run, side in records.items():
         if run not in costed and _wanted(query, run):

@@ -41,6 +41,7 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
+from service.attribution.run_evals import EvalCost
 from service.attribution.run_figures import UNFINISHED, StoryFigures, story_figures
 from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, running_until
 from service.attribution.run_notes import story_notes
@@ -115,6 +116,7 @@ class RunStory:
     instances: tuple[RunInstance, ...]
     notes: tuple[str, ...] = ()
     figures: StoryFigures = StoryFigures()  # what its unfinished attempts and failed re-runs cost
+    evals: tuple[EvalCost, ...] = ()  # the eval runs whose jobs name it (parent_run), beside its cost
 
     def split(self, field: str) -> list[tuple[str | None, str | None, Decimal, int]]:
         """(value of `field`, currency, cost, jobs) per value and currency, costliest first."""
@@ -155,6 +157,7 @@ class RunStory:
                       "share": _text(share_of(idle, held, RATIO_QUANTUM))}
                      for c, idle, held in self.idle()],
             "instances": [i.to_json() for i in self.instances],
+            "evals": [cost.to_json() for cost in self.evals],
             "notes": list(self.notes), **self.figures.to_json()}
 
 

@@ -8,7 +8,7 @@ The same figures as summing `clusters.usage_in`'s per-job parts (200k jobs of a 
 Python), as long as no job or idle row in the window is a shared rule's (split by the spend of
 the window in Python) nor cut by the window (a charge period prorated in Python); where one
 is, or two runs' ids fold to one (`folded` composes before lowering, DuckDB's lower() does not),
-None: the caller sums the parts as before. The clusters' totals are `placed_totals`'.
+None: the caller sums the parts as before. The clusters' totals and the eval costs are `placed_totals`'.
 """
 
 from __future__ import annotations
@@ -74,5 +74,5 @@ def run_sums(session: RollupSession, config: AttributionConfig, window: Window,
         keys = {c: held_key(spelled[c], "")[0] for c in spelled}  # each cluster folded once, not once a job
         sums[key] = RunSum(name, amount, values, {(keys[c], job) for c, jobs in clusters for job in jobs},
                            set(spelled.values()))
-    totals = placed_totals(session, config, window, cost)
-    return sums, ClusterUsage(window, cost, (), totals.clusters, session.overbooked(window))
+    totals = placed_totals(session, config, window, cost, evals=True)
+    return sums, ClusterUsage(window, cost, (), totals.clusters, session.overbooked(window), evals=totals.evals)

@@ -19,10 +19,12 @@ JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", 
 IDLE_SHARE = "idle share, whole window (its instances)"
 IDLE_LINE = ("idle in the hours it held its instances, beside the run, not in its cost: {cost}{share} of the {held} "
              "those instance-hours cost (the cluster's idle){row}")
+# What the eval jobs naming the run cost (their parent_run), beside its cost, not in it
+EVAL_COST = "eval cost (eval jobs naming it, beside its cost)"
 # The run's row, one field a line: a row of 18 columns does not fit a terminal.
 SUMMARY = (("team", "team"), ("project", "project"), ("experiment", "experiment"), ("job_type", "job type"),
            ("cluster", "cluster"), ("user", "user"), ("jobs", "jobs (restarts)"), ("gpus", "GPUs (most held)"),
-           ("gpu_hours", "GPU-hours"), ("cost", "cost"), ("cost_per_gpu_hour", "$/GPU-hour"),
+           ("gpu_hours", "GPU-hours"), ("cost", "cost"), ("eval_cost", EVAL_COST), ("cost_per_gpu_hour", "$/GPU-hour"),
            ("idle_share", IDLE_SHARE), ("state", "state (last job)"), ("start", "start"),
            ("end", "end"))
 NODES_SHOWN = 3
@@ -38,12 +40,19 @@ def moment_text(text: str | None, running: bool = False) -> str:
     return text[:16].replace("T", " ") if text else ("running" if running else "")
 
 
+def eval_text(row: dict, named: bool = False) -> str:
+    """A row's eval cost as money (`named`: with its currency, `USD 30.00`), blank when no eval job names the run."""
+    if not Decimal(row["eval_cost"]):
+        return ""
+    return money_text(row["eval_cost"], row["currency"]) if named else money_text(row["eval_cost"], of=row["currency"])
+
+
 def _summary(row: dict, price: Decimal | None) -> dict[str, str]:
     """`price`: the exact cost per GPU-hour, rounded once here (RunRow.exact_cost_per_gpu_hour)."""
     cost = money_text(row["cost"], row["currency"]) if row["currency"] else f"{money_text(row['cost'])} (none billed)"
     shown = {**row, "jobs": f"{row['jobs']} ({row['restarts']})",
              "gpus": number_text(row["gpus"], 0) if row["gpus"] else "", "gpu_hours": number_text(row["gpu_hours"], 1),
-             "cost": cost,
+             "cost": cost, "eval_cost": eval_text(row, named=True),
              "cost_per_gpu_hour": money_text(price, of=row["currency"]),
              "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
@@ -128,6 +137,12 @@ def render_story(result, fmt: str) -> None:
             click.echo(one_line(f"{UNFINISHED_LINE}: {_part_text(part)}"))
             if reruns and reruns["currency"] == part["currency"]:
                 click.echo(one_line(f"{RERUN_LINE.format(states=', '.join(reruns['states']))}: {_part_text(reruns)}"))
+    if data["evals"]:  # their own runs' cost: beside the run's, not in it
+        columns = ["eval run", "currency", "cost"] if len({e["currency"] for e in data["evals"]}) > 1 else \
+            ["eval run", "cost"]
+        emit([{"eval run": e["run"], "currency": e["currency"] or "", "cost": money_text(e["cost"], of=e["currency"])}
+              for e in data["evals"]], columns, "table", right=("cost",), whole=("cost",),
+             title=f"eval runs naming {run}")
     shares = {row["currency"]: row["idle_share"] for row in data["rows"] if row["idle_share"]}
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""

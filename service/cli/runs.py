@@ -11,7 +11,7 @@ from service.attribution import NO_CLUSTERS, RUNS_SINCE
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
-from service.cli.run_story import moment_text, number_text, render_story
+from service.cli.run_story import eval_text, moment_text, number_text, render_story
 from service.core.output import one_line
 from service.core.timewindow import fixed_end
 from service.core.units import currency_text, money_text
@@ -22,9 +22,10 @@ COSTS = ("billed", "effective", "list")
 # a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (core.units.share_of)
 NO_IDLE_SHARE = f"note: a run's idle is empty where {WHY_NO_IDLE_SHARE}"
 COLUMNS = ("run", "team", "project", "experiment", "job_type", "cluster", "user", "jobs", "restarts", "gpus",
-           "gpu_hours", "cost", "currency", "cost_per_gpu_hour", "idle_share", "state", "start", "end")
+           "gpu_hours", "cost", "currency", "cost_per_gpu_hour", "idle_share", "state", "start", "end", "eval_cost")
 TABLE = {"run": "run", "team": "team", "project": "project", "experiment": "experiment", "job_type": "job type",
-         "jobs": "jobs (restarts)", "gpus": "GPUs", "gpu_hours": "GPU-h", "cost": "cost", "currency": "currency",
+         "jobs": "jobs (restarts)", "gpus": "GPUs", "gpu_hours": "GPU-h", "cost": "cost", "eval_cost": "eval cost",
+         "currency": "currency",
          "cost_per_gpu_hour": "$/GPU-h", "idle_share": "idle", "state": "state", "start": "start", "end": "end"}
 
 
@@ -45,6 +46,7 @@ def render(result, fmt: str | None) -> None:
         return
     rows = [{**row, "run": f"{row['run']} ({row['folded_runs']} runs)" if row.get("folded_runs") else row["run"],
              "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"], of=row["currency"]),
+             "eval_cost": eval_text(row),
              "gpus": _trimmed(row["gpus"], 2),
              "gpu_hours": number_text(row["gpu_hours"], 1),  # one decimal each, as the story shows them
              "cost_per_gpu_hour": money_text(held.exact_cost_per_gpu_hour, of=row["currency"]),
@@ -59,7 +61,7 @@ def render(result, fmt: str | None) -> None:
               "cost": "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
-         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",),
+         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "eval cost", "$/GPU-h", "idle"), whole=("cost", "eval cost"),
          late=("state", "idle"))  # what failed, and what it left idle, outlast the other columns
     click.echo(coverage_line(result))
     if any(row["currency"] and row["idle_share"] is None for row in data["rows"] if not row.get("folded_runs")):

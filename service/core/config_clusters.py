@@ -22,6 +22,9 @@ JOB_DIMENSIONS: dict[str, tuple[str, ...]] = {
     "job_state": ("job_state",),
     "cluster": ("cluster",),
     "user": ("user",),
+    # the run an evaluation job serves (a Slurm comment's `parent_run=...`, a pod label, a jobs
+    # file's `parent_run` column): `spendlake runs` shows its eval jobs' cost as that run's eval_cost
+    "parent_run": ("parent_run",),
 }
 # What idle capacity shows in these dimensions (the others keep the instance line's values).
 IDLE = "idle"
