@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 
+from connectors.synthetic.slurm import EVALUATED_RUN
 from service.attribution import RunsQuery, cluster_usage, runs
 from service.cli.demo import _print_cluster
 from service.core.lake import Lake
@@ -57,10 +58,16 @@ def test_the_demo_prints_the_clusters_cost_by_job_type_and_its_top_runs(demo_run
     # the top runs are `spendlake runs`' costliest, the rest summed as other, told from a run of
     # that name by its count as `spendlake runs --top` shows it (it read `other`, as a run would)
     expected = runs(lake, demo_run.config, RunsQuery(window, top=8))
-    shown = re.findall(r"^│ (\S+(?: \(\d+ runs\))?)\s*│.*│\s*([\d,.]+) │$", top, re.M)
-    assert [(name, money(cost)) for name, cost in shown] == [
-        (f"other ({r.folded_runs} runs)" if r.folded_runs else r.run, r.cost.quantize(CENT)) for r in expected.rows]
+    shown = re.findall(r"^│ (\S+(?: \(\d+ runs\))?)\s*│.*│\s*([\d,.]+) │\s*([\d,.]*) │$", top, re.M)
+    assert [(name, money(cost), money(evals or "0")) for name, cost, evals in shown] == [
+        (f"other ({r.folded_runs} runs)" if r.folded_runs else r.run, r.cost.quantize(CENT),
+         r.eval_cost.quantize(CENT)) for r in expected.rows]
     assert re.fullmatch(r"other \(\d+ runs\)", shown[-1][0])
+    # the nightly evals name the pretraining run they score: its eval cost is theirs, beside its cost
+    [scored] = [r for r in expected.rows if r.run == EVALUATED_RUN]
+    evals = [j for j in cluster_usage(lake, demo_run.config, window).jobs if j.values["job_type"] == "eval"]
+    assert {j.values["parent_run"] for j in evals} == {EVALUATED_RUN}
+    assert scored.eval_cost == sum(j.cost for j in evals) > 0 and scored.cost > scored.eval_cost
 
 
 def test_the_report_shows_top_runs_unfinished_jobs_idle_and_job_types(demo_run):

@@ -20,7 +20,7 @@ from connectors.synthetic.billing import write_billing
 from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation
 from connectors.synthetic.sacct import write_sacct
-from connectors.synthetic.slurm import HOUR, add_slurm_cluster, cluster_jobs, node_hour_gpu_seconds
+from connectors.synthetic.slurm import EVALUATED_RUN, HOUR, add_slurm_cluster, cluster_jobs, node_hour_gpu_seconds
 
 START, DAYS, SEED = date(2026, 10, 20), 12, 7
 T0 = datetime(2026, 10, 20)
@@ -105,6 +105,9 @@ def test_the_workload_tells_the_clusters_stories(org, read_back):
         assert len(suites) == 6
         assert {r["run_id"] for r in suites if r["end_time"]} == {f"nightly-evals-{at_eight:%Y-%m-%d}"}
         assert {r["labels"]["job_type"] for r in suites if r["end_time"]} == {"eval"}
+        # each names the pretraining run whose checkpoint it scores, which runs all window long
+        assert {r["labels"]["parent_run"] for r in suites if r["end_time"]} == {EVALUATED_RUN}
+        assert any(r["run_id"] == EVALUATED_RUN and r["start_time"] < at_eight for r in rows.values())
 
 
 def test_nodes_are_never_overbooked_and_idle_a_fair_share(org):

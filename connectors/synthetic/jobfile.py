@@ -7,7 +7,7 @@ The cluster's own workload (connectors.synthetic.slurm.cluster_jobs) keeps its n
 last few, which sweeps fill: one-GPU array tasks (`<array>_<task>`, 1,000 tasks an array, run
 `sweep-<array>`) back to back on every GPU with short gaps, most COMPLETED, some FAILED or
 CANCELLED. The file's columns say what a site's own export would: `team` the account,
-`project` the wckey, `run_id`, `experiment` and `job_type` the labels (`debug` for the debug
+`project` the wckey, `run_id`, `experiment`, `job_type` and `parent_run` the labels (`debug` for the debug
 partition), `nodes` a comma-separated list (a hostlist without brackets, so a bare query can
 split it). Written in batches of `BATCH` rows: memory grows with the cluster, not with the jobs.
 """
@@ -34,7 +34,7 @@ SCHEMA = pa.schema([
     ("submit_time", pa.timestamp("s")), ("start_time", pa.timestamp("s")), ("end_time", pa.timestamp("s")),
     ("gpus", pa.float64()), ("nodes", pa.string()), ("user", pa.string()), ("account", pa.string()),
     ("partition", pa.string()), ("name", pa.string()), ("team", pa.string()), ("project", pa.string()),
-    ("experiment", pa.string()), ("job_type", pa.string()), ("restarts", pa.int32()),
+    ("experiment", pa.string()), ("job_type", pa.string()), ("restarts", pa.int32()), ("parent_run", pa.string()),
 ])
 
 
@@ -94,7 +94,7 @@ def story_table(jobs: list[SlurmJob], cluster: str, epoch: np.datetime64) -> pa.
             "partition": job.partition, "name": job.name, "team": job.account, "project": job.wckey or None,
             "experiment": labels.get("experiment"),
             "job_type": labels.get("job_type") or ("debug" if job.partition == "debug" else None),
-            "restarts": job.attempt})
+            "restarts": job.attempt, "parent_run": labels.get("parent_run")})
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
@@ -132,5 +132,5 @@ def sweep_tables(org: Organisation, cluster: str, nodes: list[str], count: int, 
             "gpus": np.ones(n), "nodes": names[slot[take] // gpus], "user": ["evalbot"] * n,
             "account": ["eval"] * n, "partition": ["eval"] * n, "name": ["eval-sweep"] * n, "team": ["eval"] * n,
             "project": ["eval-sweeps"] * n, "experiment": ["eval-sweeps"] * n, "job_type": ["eval"] * n,
-            "restarts": np.zeros(n, np.int32)})
+            "restarts": np.zeros(n, np.int32), "parent_run": pa.nulls(n, pa.string())})
         yield table.cast(SCHEMA)

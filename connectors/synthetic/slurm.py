@@ -11,7 +11,8 @@ as a jobs file. Same organisation and cluster → the same jobs.
 - team: the Slurm account (`sbatch --account=pretrain`);
 - project: the wckey (`--wckey=llama-405b`; slurm.conf `TrackWCKey=yes`);
 - run, experiment, job_type: key=value pairs in the job comment (`--comment "run=llama-405b-r1
-  experiment=llama-405b job_type=pretrain"`; slurm.conf `AccountingStoreFlags=job_comment`).
+  experiment=llama-405b job_type=pretrain"`; slurm.conf `AccountingStoreFlags=job_comment`); an eval
+  job names the run it scores as `parent_run=llama-405b-r1` there too (`runs` shows it as that run's eval_cost).
   Slurm 22.05 stores the comment only when the job ends (tests/data/slurm/sacct-running.json),
   so a training job also carries its run as its name (`--job-name=llama-405b-r1`): the one
   label a running job shows besides account and wckey;
@@ -34,7 +35,7 @@ traffic no tag.
   idle between runs;
 - an eighth of the nodes (two to four) evaluate and debug: at 20:00 UTC every night the eval
   harness runs six suites (4 or 8 GPUs each, two sharing a node, queued when the nodes are
-  full); in working hours debug sessions of 1-8 GPUs, most cancelled by their user, long ones
+  full) on the first block's run's newest checkpoint (EVALUATED_RUN, their `parent_run`); in working hours debug sessions of 1-8 GPUs, most cancelled by their user, long ones
   TIMEOUT at the debug partition's 2 h, now and then one cancelled before it ever started;
 - the last `sweep_nodes` (none in the demo) are left to eval sweeps, which
   connectors.synthetic.jobfile adds by the hundred thousand for the benchmark.
@@ -61,6 +62,8 @@ USERS = {"pretrain": ("akira", "bea", "carlos"), "posttrain": ("dana", "emil"), 
 PRETRAIN_PROJECTS = ("llama-405b", "moe-400b", "vlm-90b", "code-34b", "llama-405b-long", "scaling-3b")
 POSTTRAIN = (("sft-chat-v5", "sft", 2), ("dpo-chat-v5", "rl", 1))  # project, job_type, nodes
 EVAL_PROJECT = "nightly-evals"
+# the run the nightly evals score (its newest checkpoint): the first block's, which outlasts the window
+EVALUATED_RUN = f"{PRETRAIN_PROJECTS[0]}-r1"
 EVAL_SUITES = (("mmlu", 4, 1.0), ("gsm8k", 4, 0.7), ("humaneval", 4, 0.5), ("long-context", 8, 3.0),
                ("safety", 4, 1.5), ("multilingual", 4, 2.0))  # suite, GPUs, hours
 DEBUG_NAMES = ("interactive", "bash", "debug-nccl", "jupyter", "profile-step")
@@ -291,7 +294,7 @@ class _Workload:
                     name=f"eval-{suite}", account="eval", partition="eval", qos="normal", user="evalbot",
                     wckey=EVAL_PROJECT, limit_minutes=LIMITS["eval"], labels=(
                         ("run", f"{EVAL_PROJECT}-{date:%Y-%m-%d}"), ("experiment", EVAL_PROJECT),
-                        ("job_type", "eval"), ("suite", suite)))))
+                        ("job_type", "eval"), ("suite", suite), ("parent_run", EVALUATED_RUN)))))
             for _ in range(int(self.rng.poisson(2 * len(pool)))):
                 team = "pretrain" if self.rng.random() < 0.6 else "posttrain"
                 user, length = self.pick(USERS[team]), self.seconds(10 * 60, 135 * 60)

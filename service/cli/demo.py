@@ -131,9 +131,13 @@ def _print_cluster(result) -> str | None:
     # the rest as `spendlake runs --top` shows it: told from a run named other
     rows = [{"run": f"{r.run} ({r.folded_runs} runs)" if r.folded_runs else r.run,
              "job_type": r.values.get("job_type"), "jobs": r.jobs, "state": r.state,
-             "cost": money_text(r.cost, of=r.currency)} for r in top.rows]
-    emit(rows, ["run", "job_type", "jobs", "state", "cost"], "table", right=("jobs", "cost"),
-         title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs)")
+             "cost": money_text(r.cost, of=r.currency),
+             "eval cost": money_text(r.eval_cost, of=r.currency) if r.eval_cost else ""} for r in top.rows]
+    # at 80 columns the state gives way (said on stderr), never the cost or the eval cost
+    emit(rows, ["run", "job_type", "jobs", "state", "cost", "eval cost"], "table", right=("jobs", "cost", "eval cost"),
+         whole=("cost", "eval cost"),
+         title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs; eval cost: the eval jobs naming "
+               "the run, beside its cost)")
     return next((r.run for r in top.rows if not r.folded_runs), None)
 
 
