@@ -62,9 +62,9 @@ class CheckpointSprawlConfig(RuleConfig):
     file_patterns: tuple[str, ...] = ("*.ckpt",)
     checkpoints_dir: str = Field(default="checkpoints", pattern=r"^[^/*?]+$")
     checkpoints_dir_file_patterns: tuple[str, ...] = ("*.pt", "*.safetensors", "*.distcp")
-    keep_last: int = Field(default=5, ge=1)
-    keep_every_steps: int | None = Field(default=None, ge=1)
-    hot_days: int = Field(default=14, ge=1)
+    keep_last: int = Field(default=5, ge=1, le=1_000_000)
+    keep_every_steps: int | None = Field(default=None, ge=1, le=10**12)
+    hot_days: int = Field(default=14, ge=1, le=36500)
     hot_storage_classes: tuple[str, ...] = ("STANDARD", "REDUCED_REDUNDANCY", "EXPRESS_ONEZONE")
     cold_storage_class: str = "GLACIER_IR"
     min_monthly_usd: Decimal = Field(default=Decimal("1"), ge=0)

@@ -111,8 +111,8 @@ ORDER BY ALL
 
 
 class DuplicateDatasetsConfig(RuleConfig):
-    min_object_bytes: int = Field(default=1024, ge=1)
-    min_duplicate_bytes: int = Field(default=1024**3, ge=0)
+    min_object_bytes: int = Field(default=1024, ge=1, le=10**15)
+    min_duplicate_bytes: int = Field(default=1024**3, ge=0, le=10**15)
     max_examples: int = Field(default=3, ge=0, le=50)
     prices: StoragePrices = StoragePrices()
 

@@ -91,7 +91,7 @@ class UnboundedLogsConfig(RuleConfig):
     min_stored_gib: Decimal = Field(default=Decimal("1"), ge=0)
     size_threshold_gib: Decimal = Field(default=Decimal("100"), ge=0)
     min_weekly_growth_pct: Decimal = Field(default=Decimal("0"), ge=0)
-    suggested_retention_days: int = 30
+    suggested_retention_days: int = Field(default=30, ge=1, le=max(CLOUDWATCH_RETENTION_DAYS))
     cloudwatch_price_per_gib_month: Decimal = Field(default=Decimal("0.03"), ge=0)
     s3_log_dirs: tuple[str, ...] = ("logs", "log", "AWSLogs", "access-logs", "*-logs", "*_logs")
     s3_log_files: tuple[str, ...] = ("*.log", "*.log.gz")

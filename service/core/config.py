@@ -42,7 +42,7 @@ class SourceConfig(SourceEntry):
     region: str | None = None
     profile: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
-    freshness_hours: int = Field(default=36, ge=1, description="stale (report, status, /readyz, alert) when "
+    freshness_hours: int = Field(default=36, ge=1, le=24 * 3650, description="stale (report, status, /readyz, alert) when "
                                  "the data or the last successful ingest is older than this")
 
     @property
@@ -63,7 +63,7 @@ class ReportConfig(Strict):
 class Freshness(InventoryEntry):
     """The setting every inventory source has, job sources included."""
 
-    freshness_hours: int = Field(default=36, ge=1, description="stale when the latest snapshot or sample, or the "
+    freshness_hours: int = Field(default=36, ge=1, le=24 * 3650, description="stale when the latest snapshot or sample, or the "
                                  "last successful run, is older than this")
 
 
