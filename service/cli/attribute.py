@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import Lines, default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import cut, to_json
 from service.core.timewindow import fixed_end, minute_text
@@ -63,10 +63,10 @@ def render(result, fmt: str | None) -> None:
              "currency": currency_text(row["currency"]),
              **({"change_pct": percent_change_text(figures["change_pct"])} if "change_pct" in row else {}),
              "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row, figures in zip(data["rows"], exact)]
-    footer = {columns[0]: "total", "currency": "\n".join(currency_text(c) for c in totals)}
+    footer = {columns[0]: "total", "currency": Lines(currency_text(c) for c in totals)}
     for key in money:
         if key in columns:
-            footer[key] = "\n".join(money_text(t[key], of=t["currency"]) for t in data["totals"])
+            footer[key] = Lines(money_text(t[key], of=t["currency"]) for t in data["totals"])
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
     if result.previous:
         title += f" against {data['previous_since']} → {data['previous_until']}"

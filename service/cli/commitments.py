@@ -7,7 +7,7 @@ from decimal import Decimal
 import click
 
 from service.attribution import COMMITMENTS_SINCE
-from service.cli.output import default_format, emit, format_option, wrapped_id
+from service.cli.output import Lines, default_format, emit, format_option, wrapped_id
 from service.cli.params import SingleValueCommand, given_once
 from service.core.output import to_json
 from service.core.units import currency_text, money_text
@@ -51,10 +51,10 @@ def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | 
     rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}, **{k: _pct(row[k]) for k in PERCENT},
              "commitment_id": wrapped_id(row["commitment_id"]), "expires": (row["expires"] or "")[:10]}
             for row in data["rows"]]
-    footer = {"commitment_id": "total", "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"])}
+    footer = {"commitment_id": "total", "currency": Lines(currency_text(t["currency"]) for t in data["totals"])}
     for key in MONEY:
-        footer[key] = "\n".join(money_text(t[key], of=t["currency"]) for t in data["totals"])
+        footer[key] = Lines(money_text(t[key], of=t["currency"]) for t in data["totals"])
     for key in PERCENT:
-        footer[key] = "\n".join(_pct(t[key]) for t in data["totals"])
+        footer[key] = Lines(_pct(t[key]) for t in data["totals"])
     emit(rows, columns, "table", title=f"commitments, {data['since']} → {data['until']}", footer=footer,
          right=MONEY + PERCENT, whole=(*dims, "commitment", "unused", "unused_pct"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from service.cli.output import emit
+from service.cli.output import Lines, emit
 from service.cli.params import Day, SingleValueCommand, WholeNumber
 from service.core.config_file import DEMO_CONFIG
 from service.core.output import one_line
@@ -55,8 +55,8 @@ def _print_spend_and_findings(result) -> None:
                             AttributionQuery.parse(result.config, since="7d", by="team", end=data_end(lake)))
     rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost, of=r.currency)}
             for r in spend.rows]
-    footer = {"team": "total", "currency": "\n".join(currency_text(c) for c, _, _ in spend.totals),
-              "cost": "\n".join(money_text(cost, of=c) for c, cost, _ in spend.totals)}
+    footer = {"team": "total", "currency": Lines(currency_text(c) for c, _, _ in spend.totals),
+              "cost": Lines(money_text(cost, of=c) for c, cost, _ in spend.totals)}
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",),
          footer=footer)
     click.echo(coverage_line(spend))

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from service.core.output import one_line, printable, to_csv, to_json
+from service.core.output import one_line, printable, printable_lines, to_csv, to_json
 from service.core.units import is_tty
 
 FORMATS = ("table", "csv", "json")
@@ -97,7 +97,7 @@ def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: 
     return kept
 
 
-def wrapped_id(text: str | None, width: int = 36) -> str | None:
+def wrapped_id(text: str | None, width: int = 36) -> str | Lines | None:
     """A long id (an ARN, an Azure resource path) over lines of at most `width` characters where
     it can, each broken after a `:` or `/`, so a table keeps it whole without it taking the width
     of the columns beside it."""
@@ -108,7 +108,12 @@ def wrapped_id(text: str | None, width: int = 36) -> str | None:
         if lines[-1] and len(lines[-1]) + len(piece) > width:
             lines.append("")
         lines[-1] += piece
-    return "\n".join(lines)
+    return Lines(lines)
+
+
+class Lines(tuple):
+    """A table cell of several lines, one under another (a footer's total in each currency, a long
+    id wrapped): each line printable as any cell is, so a line feed in a value stays an escape."""
 
 
 def _cell(value: Any) -> str:
@@ -116,6 +121,8 @@ def _cell(value: Any) -> str:
 
     if value is None:
         return ""
+    if isinstance(value, Lines):
+        return "\n".join(_cell(line) for line in value)
     if isinstance(value, Decimal):
         return format(value, "f")
     return escape(printable(str(value)))
@@ -129,6 +136,6 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None
         click.echo(to_json(rows if json_data is None else json_data))
     elif fmt == "csv":
         text = to_csv(rows, columns)
-        click.echo(printable(text) if is_tty() else text, nl=False)
+        click.echo(printable_lines(text) if is_tty() else text, nl=False)
     else:
         print_table(rows, columns, **table_options)

@@ -7,7 +7,7 @@ import shlex
 
 import click
 
-from service.cli.output import confirmed, default_format, emit, format_option
+from service.cli.output import Lines, confirmed, default_format, emit, format_option
 from service.cli.params import SingleValueGroup
 from service.cli.run_story import moment_text
 from service.core.errors import UsageError
@@ -55,11 +55,11 @@ def _shown(row: dict, columns: list) -> dict:
             for column in columns}
 
 
-def _range(low, high) -> str:
+def _range(low, high) -> str | Lines:
     """One figure where the scenarios agree (a plan to date before its faster run ends, but for storage's
     cents), else `low to` over `high` on the next line (narrower than the two figures side by side: start
     and end still fit 150 columns), as the report's page shows them (service.report.render.display)."""
-    return money_text(low) if low == high else f"{money_text(low)} to\n{money_text(high)}"
+    return money_text(low) if low == high else Lines((f"{money_text(low)} to", money_text(high)))
 
 
 def _cell(value, kind: str):

@@ -8,7 +8,7 @@ from decimal import Decimal
 import click
 
 from service.cli.attribute import coverage_line
-from service.cli.output import emit
+from service.cli.output import Lines, emit
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -66,7 +66,7 @@ def _nodes(job: dict) -> str:
     return f"{names[0]} … {names[-1]} ({len(names)})"
 
 
-def _jobs_table(data: dict, run: str, total: str) -> None:
+def _jobs_table(data: dict, run: str, total: Lines) -> None:
     jobs = data["jobs"]
     rows = [{"job": job["job"], "restart": "yes" if job["restart"] else "", "job type": job["job_type"],
              "state": job["state"], "start": moment_text(job["start"]),
@@ -91,7 +91,7 @@ RERUN_LINE = "failed and run again (the failed-reruns rule's count: {states}, th
 UNFINISHED_LINE = "unfinished attempts (failed, cancelled, timed out, preempted, requeued, ...)"
 
 
-def _split_table(data: dict, key: str, title: str, total: str) -> None:
+def _split_table(data: dict, key: str, title: str, total: Lines) -> None:
     rows = [{key: f"{s[key] or '-'}{' (unfinished)' if s.get('unfinished') else ''}", "currency": s["currency"] or "",
              "jobs": s["jobs"], "cost": money_text(s["cost"], of=s["currency"])} for s in data[f"by_{key}"]]
     columns = [key, "jobs", "currency", "cost"] if len({s["currency"] for s in data[f"by_{key}"]}) > 1 else \
@@ -125,7 +125,7 @@ def render_story(result, fmt: str) -> None:
     emit([{"": label, **{f"run {run}" + (f" ({i + 1})" if i else ""): s[label] for i, s in enumerate(summaries)}}
           for _, label in SUMMARY], ["", *(f"run {run}" + (f" ({i + 1})" if i else "") for i in range(len(summaries)))],
          "table", title=f"{result.query.cost} cost, {data['since']} → {data['until']}", whole=(f"run {run}",))
-    total = "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])
+    total = Lines(money_text(t["cost"], of=t["currency"]) for t in data["totals"])
     if data["jobs"]:
         _jobs_table(data, run, total)
         _split_table(data, "job_type", "by job type", total)

@@ -9,7 +9,7 @@ import click
 
 from service.attribution import NO_CLUSTERS, RUNS_SINCE
 from service.cli.attribute import coverage_line
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import Lines, default_format, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import eval_text, moment_text, number_text, render_story
 from service.core.output import one_line
@@ -56,9 +56,9 @@ def render(result, fmt: str | None) -> None:
     rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
     by = result.query.by
     names = ["total" + "".join(f" {t.get(d) or '-'}" for d in by) for t in data["totals"]]
-    footer = {"run": "\n".join(names), "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"]),
-              "gpu_hours": "\n".join(number_text(t["gpu_hours"], 1) for t in data["totals"]),
-              "cost": "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])}
+    footer = {"run": Lines(names), "currency": Lines(currency_text(t["currency"]) for t in data["totals"]),
+              "gpu_hours": Lines(number_text(t["gpu_hours"], 1) for t in data["totals"]),
+              "cost": Lines(money_text(t["cost"], of=t["currency"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
          right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "eval cost", "$/GPU-h", "idle"), whole=("cost", "eval cost"),

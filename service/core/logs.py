@@ -13,7 +13,7 @@ import re
 import time
 import traceback
 
-from service.core.output import one_line, printable
+from service.core.output import one_line, printable_lines
 
 # The names a secret follows as its key (`token: …`, `Bearer …`, `X-Api-Key: …`), alone or ending a
 # compound name (`api_key`, `X-SLURM-USER-TOKEN`; `apikey` and `oauth` are whole words of their own):
@@ -133,7 +133,7 @@ class RedactingFilter(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None and not record.exc_text:  # to redact it
             record.exc_text = traceback_text(record.exc_info[1])
         if record.exc_text:
-            record.exc_text = printable(redact(record.exc_text))
+            record.exc_text = printable_lines(redact(record.exc_text))
         return True
 
 

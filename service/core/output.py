@@ -31,8 +31,9 @@ FORMULA_START = f"^(?:{_class(LEADING_BLANKS)}*{_class(''.join(FORMULA_PREFIXES)
 MUST_QUOTE = (",", '"', "\r", "\n")  # the csv module would not quote a bare CR under "\n" line ends
 
 
-# C0 controls but line feed, DEL and C1: ESC, OSC, BEL... would clear, recolour or retitle a terminal
-CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+# C0 controls, DEL and C1: ESC, OSC, BEL... would clear, recolour or retitle a terminal, and a
+# line feed in a value would start a line of its own (a table row, a forged `error:` line)
+CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 # Unicode bidi controls: an unclosed right-to-left override in a tag value would show the rest
 # of its line backwards, `$7.09` as `90.7$` (Trojan Source, CVE-2021-42574)
 BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # a character class's ranges
@@ -57,9 +58,15 @@ def quoted(value: str, limit: int = ECHOED) -> str:
 
 
 def printable(text: str) -> str:
-    """`text` for a terminal: control characters shown as escapes (`\\x1b`, `\\u202e`), never
-    run. Tag values, job names and ids are anyone's text."""
+    """`text` for a terminal, on one line: control characters shown as escapes (`\\x1b`, `\\n`,
+    `\\u202e`), never run. Tag values, job names and ids are anyone's text."""
     return without_bidi_controls(CONTROLS.sub(_escaped, text))
+
+
+def printable_lines(text: str) -> str:
+    """`text` of several lines (a CSV, a traceback) for a terminal: each line printable, its
+    line breaks kept."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def for_html(page: str) -> str:
@@ -68,10 +75,7 @@ def for_html(page: str) -> str:
     return without_bidi_controls(HTML_FORBIDDEN.sub(_escaped, page))
 
 
-def one_line(text: str) -> str:
-    """`text` printable and on one line: a line feed in a value shown as `\\n` cannot start a
-    line of its own (a forged `error:` or log line)."""
-    return printable(text).replace("\n", "\\n")
+one_line = printable  # a message's name for it: a value's line feed cannot forge an `error:` or log line
 
 
 def without_bidi_controls(text: str) -> str:
