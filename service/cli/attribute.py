@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.output import Lines, default_format, emit, format_option
+from service.cli.output import Lines, default_format, echo_data, emit, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import cut, to_json
 from service.core.timewindow import fixed_end, minute_text
@@ -43,7 +43,7 @@ def render(result, fmt: str | None) -> None:
     table's coverage line, else (CSV) on stderr."""
     data = result.to_json()
     if (fmt or "") == "json" or (fmt is None and not is_tty()):
-        click.echo(to_json(data))  # `unbilled` is among its notes: a window reaching back 30 days says it often
+        echo_data(to_json(data))  # `unbilled` is among its notes: a window reaching back 30 days says it often
         return
     columns = _columns(result)
     if fmt != "csv" and not data["rows"]:  # a table of nothing: the command's reason line says why

@@ -7,7 +7,7 @@ from decimal import Decimal
 import click
 
 from service.attribution import COMMITMENTS_SINCE
-from service.cli.output import Lines, default_format, emit, format_option, wrapped_id
+from service.cli.output import Lines, default_format, echo_data, emit, format_option, wrapped_id
 from service.cli.params import SingleValueCommand, given_once
 from service.core.output import to_json
 from service.core.units import currency_text, money_text
@@ -37,7 +37,7 @@ def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | 
     data = result.to_json()
     fmt = fmt or default_format()
     if fmt == "json":
-        click.echo(to_json(data))
+        echo_data(to_json(data))
         return
     columns = ["commitment_id", "type", *dims, "account", "currency", "commitment", "used", "unused", "unused_pct",
                "utilization_pct", "coverage_pct", "expires"]

@@ -128,14 +128,21 @@ def _cell(value: Any) -> str:
     return escape(printable(str(value)))
 
 
+def echo_data(text: str, *, nl: bool = True) -> None:
+    """A CSV or JSON on stdout as it is: click.echo would strip a cell's ANSI sequences (`\\x1b[31m`)
+    where stdout is no terminal, so a piped CSV would not hold the lake's value. On a terminal a CSV
+    comes here printable already."""
+    click.echo(text, nl=nl, color=True)
+
+
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None, *, json_data: Any = None,
          **table_options: Any) -> None:
     """Print rows in the chosen format; `json_data` overrides what JSON prints."""
     fmt = fmt or default_format()
     if fmt == "json":
-        click.echo(to_json(rows if json_data is None else json_data))
+        echo_data(to_json(rows if json_data is None else json_data))
     elif fmt == "csv":
         text = to_csv(rows, columns)
-        click.echo(printable_lines(text) if is_tty() else text, nl=False)
+        echo_data(printable_lines(text) if is_tty() else text, nl=False)
     else:
         print_table(rows, columns, **table_options)
