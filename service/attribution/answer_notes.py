@@ -42,6 +42,7 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
         notes.append(f"{outside_the_data(lake, result.previous, 'the previous window')}; {naming('compare')} "
                      "shows it as 0")
+    notes += ending_inside(result)
     lacking = lacking_cost(lake, query.cost, result.window)
     if lacking:
         other = "effective" if query.cost == "billed" else "billed"
@@ -61,6 +62,18 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
     first = (billing_periods(lake) or [None])[0] if result.rows else None
     return replace(result, notes=tuple(notes), unbilled=before_first_bill(result.window, first), unmatched=unmatched,
                    warnings=tuple(warnings), quiet=tuple(rule.text() for rule in rules if rule.ever))
+
+
+def ending_inside(result: AttributionResult) -> list[str]:
+    """Each source whose data ends inside the window, before the lake's data does: the window's
+    hours after it hold none of that source's cost yet, though the coverage line's lake-wide
+    `data through` runs past them (its `behind:` names every source behind, in the window or not)."""
+    window, end = result.window, result.data_through
+    return [f"source {name}'s data ends {minute_text(moment)} UTC, inside the window: the window's last "
+            f"{(window.until - moment) / timedelta(hours=1):,.1f} h hold none of {name}'s cost yet (the lake's "
+            f"data runs through {minute_text(end)} UTC)"
+            for name, moment in result.sources if moment is not None and end is not None and moment < end
+            and window.since < moment < window.until]
 
 
 def typed(naming: Naming, name: str, value: str) -> str:

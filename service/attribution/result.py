@@ -96,9 +96,11 @@ class AttributionResult:
     @property
     def unreached(self) -> str | None:
         """How much of the window runs past the data's end (an `until` after it), said beside
-        the rows as `unbilled` is: its hours hold no cost yet, not no spend (of rows only: a
-        window without any says why in its notes)."""
-        return past_the_data(self.window, self.data_through) if self.rows else None
+        the rows as `unbilled` is: its hours hold no cost yet, not no spend. Of rows, or of a
+        window wholly after the data, beside its notes' `no cost in the window`: where the data
+        ends (another window without rows says why in its notes)."""
+        after = self.data_through is not None and self.window.since >= self.data_through
+        return past_the_data(self.window, self.data_through) if self.rows or after else None
 
     @property
     def previous(self) -> Window | None:

@@ -47,6 +47,8 @@ def render(result, fmt: str | None) -> None:
         return
     columns = _columns(result)
     if fmt != "csv" and not data["rows"]:  # a table of nothing: the command's reason line says why
+        if result.unreached:  # and where the data ends, of a window after it
+            click.echo(coverage_line(result))
         return
     numbers = ("cost", "previous_cost", "change", "change_pct")
     exact = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]
