@@ -162,16 +162,6 @@ class Config(Strict):
         billing = info.field_name == "sources"
         return by_kind(info.field_name, items, SourceConfig if billing else InventorySource, billing)
 
-    @field_validator("sources")
-    @classmethod
-    def _unique_names(cls, sources: tuple[SourceConfig, ...]) -> tuple[SourceConfig, ...]:
-        seen: set[str] = set()
-        for source in sources:
-            if source.name in seen:
-                raise ValueError(f"source name {source.name!r} is used twice; names must be unique")
-            seen.add(source.name)
-        return sources
-
     @field_validator("budgets", mode="wrap")
     @classmethod
     def _each_budget(cls, items: Any, handler: Any, info: Any) -> Any:
@@ -195,6 +185,7 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _unique_inventory_names(self) -> Config:
+        """A name of `sources` also under `inventory` (one section's twice by_kind says)."""
         seen = {source.name for source in self.sources}
         for source in self.inventory:
             if source.name in seen:

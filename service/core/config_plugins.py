@@ -16,31 +16,45 @@ from service.core.validation import keys_at
 
 def by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tuple:
     """Each entry of `section` validated by the config model its kind's connector declares
-    (service.core.registry), errors keeping their dotted paths (`sources[1].report_name`)."""
+    (service.core.registry), errors keeping their dotted paths (`sources[1].report_name`), every
+    error of the list at once: an entry of an unknown kind has the settings every kind takes
+    checked too (its name, its location), and a name used twice is said at its entry."""
     from pydantic_core import ValidationError as CoreValidationError
 
     from service.core.registry import CONNECTORS, PluginError
 
-    models, errors = [], []
+    models, errors, names = [], [], set()
     for index, item in enumerate(items):
         kind = item.get("kind") if isinstance(item, dict) else None
+        name = item.get("name") if isinstance(item, dict) else None
+        if isinstance(name, str) and name in names:
+            errors.append(item_error(index, ("name",), f"{'' if billing else 'inventory '}source name {name!r} is used "
+                                     "twice; names must be unique", name))
+        if isinstance(name, str):
+            names.add(name)
         model: type[Strict] = base
+        known = True  # the kind's own model checks the entry; else only what every kind takes
         if isinstance(kind, str):
             try:
                 connector = CONNECTORS.get(kind)
             except PluginError as exc:
                 errors.append(item_error(index, ("kind",), unknown_kind(kind, billing) or exc.message, kind))
-                continue
-            if (connector.feeds.tables == ("costs",)) != billing:
-                other = "inventory" if billing else "sources"
-                errors.append(item_error(index, ("kind",), f"{kind!r} is not {'a billing' if billing else 'an inventory'} "
-                                     f"kind; put it under `{other}:`", kind))
-                continue
-            model = connector.config_model
+                known = False
+            else:
+                if (connector.feeds.tables == ("costs",)) != billing:
+                    other = "inventory" if billing else "sources"
+                    what = "a billing" if billing else "an inventory"
+                    errors.append(item_error(index, ("kind",), f"{kind!r} is not {what} kind; put it under `{other}:`",
+                                             kind))
+                    known = False
+                else:
+                    model = connector.config_model
         try:
             models.append(model.model_validate(item))
         except ValidationError as exc:
             for e in exc.errors():
+                if not known and (e["type"] == "extra_forbidden" or e["loc"][:1] == ("kind",)):
+                    continue  # a key of the kind meant, or the kind itself: said above
                 if e["type"] == "extra_forbidden" and len(e["loc"]) == 1 and isinstance(kind, str):
                     takes = suggestion(str(e["loc"][0]), model.model_fields, "keys")
                     errors.append(item_error(index, e["loc"], f"kind {kind} takes no such key; {takes}", e["input"]))
