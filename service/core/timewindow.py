@@ -26,6 +26,8 @@ UNTIL_EXAMPLES = "use e.g. 2d, 24h, now, 2026-11-01 or 2026-11-01T06:00:00Z"  # 
 DATE_SHAPED_RE = re.compile(r"^\s*\d{4}-\d{1,2}-\d{1,2}")
 DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a day as the CLI documents it, and only so
 TIMED_DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d")  # a day as documented, then a time
+MONTH_RE = re.compile(r"\s*\d{4}-\d{2}\s*")  # a month (`--since 2026-11`): its first day
+UTC_DESIGNATOR = re.compile(r"[zZ]$")  # RFC 3339 allows `z` as `Z`, which fromisoformat reads as neither
 ISO_FORMATS = "YYYY-MM-DD (e.g. 2026-11-30) or YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-11-30T06:00:00Z)"
 MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
 MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
@@ -63,8 +65,10 @@ def utc_now() -> datetime:
 
 def not_a_date(text: str, exc: ValueError, what: str, *, where: str, hint: str) -> UsageError:
     """`text`, shaped as a date, names none: why (day is out of range for month), unless Python's
-    reason only repeats the text."""
+    reason only repeats the text; an offset past a day is said as a UTC offset, not as Python's timedelta)."""
     reason = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"
+    if str(exc).startswith("offset must be a timedelta"):
+        reason = " (a UTC offset runs from -23:59 to +23:59)"
     return UsageError(f"{text.strip()!r} is not a valid {what}{reason}", where=where, hint=hint)
 
 
@@ -96,7 +100,7 @@ def _day_of_time(text: str) -> str | None:
     if not TIMED_DAY_RE.match(text.strip()):
         return None
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        moment = from_iso(text)
     except ValueError:
         return None
     if moment.tzinfo is None or moment.utcoffset() == timedelta(0):
@@ -106,8 +110,9 @@ def _day_of_time(text: str) -> str | None:
 
 def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since",
                   examples: str = EXAMPLES) -> datetime:
-    """A relative span back from `now`, or an absolute ISO date/time (naive means UTC); errors name
-    `option` and offer `examples` (an end's own: UNTIL_EXAMPLES)."""
+    """A relative span back from `now`, or an absolute ISO date/time (naive means UTC; a month,
+    `2026-11`, its first day: as an end, the window stops before it); errors name `option` and
+    offer `examples` (an end's own: UNTIL_EXAMPLES)."""
     now = now or utc_now()
     match = RELATIVE_RE.match(text)
     try:
@@ -116,10 +121,11 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
             return now - timedelta(**{UNITS[unit]: amount})
         if text.strip().lower() == "now":
             return now
+        month = MONTH_RE.fullmatch(text)
         try:
-            value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            value = from_iso(f"{text.strip()}-01" if month else text)
         except ValueError as exc:
-            if DATE_SHAPED_RE.match(text):  # 2026-11-31: a date that does not exist, not a missing duration
+            if DATE_SHAPED_RE.match(text) or month:  # 2026-11-31: a date that does not exist, not a missing duration
                 raise not_a_date(text, exc, "date or time", where=option, hint=f"use {ISO_FORMATS}") from None
             raise UsageError(f"cannot read {text!r} as a time", where=option, hint=examples) from None
         if value.tzinfo is None:
@@ -128,6 +134,11 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
     except OverflowError:  # 99999999999999d, or year 1 at +14:00: before the first representable instant
         raise UsageError(f"{text!r} is out of range", where=option,
                          hint=f"times run from {MIN_INSTANT.date()} to {MAX_INSTANT.date()}; {examples}") from None
+
+
+def from_iso(text: str) -> datetime:
+    """An ISO 8601 / RFC 3339 date or time as written (`Z` or `z` for UTC); ValueError otherwise."""
+    return datetime.fromisoformat(UTC_DESIGNATOR.sub("+00:00", text.strip()))
 
 
 def month_start(moment: datetime) -> datetime:
