@@ -196,6 +196,13 @@ def with_the_time_refused(error: SpendlakeError, files: Mapping[str, str]) -> Sp
     return None
 
 
+def line_holding(path: Path, value: str, column: str) -> str | None:
+    """`line 4`: the line the first record of CSV file `path` begins on whose `column` holds `value`
+    (spaces around it aside; "": an empty cell); None when none does."""
+    held = _lines_holding(path, value, column)
+    return _lines_text(held) if held else None
+
+
 def _lines_text(held: Sequence[tuple[int, str]]) -> str:
     """`line 4`; of a value cut short, where several records begin with what the message shows,
     `one of lines 4, 9 and 12 (...)`: which of them the SQL refused, the message cannot tell."""
