@@ -244,7 +244,8 @@ class FocusConnector(FolderExport):
             return None
         path = self.local.get(error.where or "")
         csv = path is not None and suffix_of(PurePosixPath(error.where).name) in CSV_SUFFIXES and path.exists()
-        line = line_holding(path, "", found.group(1)) if csv else None
+        column = found.group(1)
+        line = next((held for null in NULLS if (held := line_holding(path, null, column))), None) if csv else None
         said = found.group(0).rstrip(":")
         return type(error)(error.message[:found.start()] + (f"{line}, {said}" if line else said), where=error.where,
                            hint="re-export the file, or fill in the cost the bill has for that line")

@@ -22,11 +22,11 @@ def with_empty(to: Path, column: str, value: str = "", row: int = 187) -> None:
         csv.writer(handle).writerows(rows)
 
 
-@pytest.mark.parametrize("column", ["BilledCost", "EffectiveCost"])
-def test_an_empty_cost_cell_fails_its_file_naming_line_and_column(tmp_path, column):
+@pytest.mark.parametrize("column, value", [("BilledCost", ""), ("EffectiveCost", ""), ("BilledCost", "NULL")])
+def test_an_empty_cost_cell_fails_its_file_naming_line_and_column(tmp_path, column, value):
     export = tmp_path / "export"
     (export / "2024-09").mkdir(parents=True)
-    with_empty(export / "2024-09" / "bill.csv", column)
+    with_empty(export / "2024-09" / "bill.csv", column, value)
     config = config_file(tmp_path, tmp_path / "lake", export)
     result = invoke(config, "ingest")
     assert result.exit_code == 3, result.output

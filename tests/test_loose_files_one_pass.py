@@ -139,10 +139,10 @@ def test_46_periods_idle_while_others_are_read_write_what_they_buffer(tmp_path, 
     monkeypatch.setattr(staging, "PENDING_ROWS", 150)
     export = tmp_path / "export"
     export.mkdir()
-    for name, period, cost in (("a.csv", MAY, "1"), ("b.csv", JUNE, "1"), ("c.csv", MAY, "1.0")):
-        focus(export / name, [(period, "USD", cost)] * 100)  # c.csv's own bytes: a copy of a.csv is read once
+    for name, period, cost in (("a.csv", MAY, "1"), ("b.csv", JUNE, "1"), ("c.csv", MAY, "2")):
+        focus(export / name, [(period, "USD", cost)] * 100)  # c.csv's own rows: a copy of a.csv's is read once
     lake, result = run(tmp_path, export)
     assert failures(result) == []
     may = pq.ParquetFile(lake.partition_file("costs", [("source", "src"), ("billing_period", MAY)]))
     assert [may.metadata.row_group(i).num_rows for i in range(may.num_row_groups)] == [100, 100]
-    assert lake.query().execute("SELECT count(*), sum(BilledCost)::INTEGER FROM costs").fetchall() == [(300, 300)]
+    assert lake.query().execute("SELECT count(*), sum(BilledCost)::INTEGER FROM costs").fetchall() == [(300, 400)]

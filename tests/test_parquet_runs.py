@@ -57,9 +57,9 @@ def record_parts(monkeypatch) -> list[list]:
     seen: list[list] = []
     stage_parts = commit.stage_parts
 
-    def recording(con, parts, stage):
+    def recording(con, parts, stage, prints=""):
         seen.append(list(parts))
-        return stage_parts(con, parts, stage)
+        return stage_parts(con, parts, stage, prints)
 
     monkeypatch.setattr(commit, "stage_parts", recording)
     return seen

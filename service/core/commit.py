@@ -62,6 +62,7 @@ class StagedCosts:
     entries: list[LedgerEntry]
     files: dict[str, Path]  # billing period → its staged partition file
     part_periods: tuple[frozenset[str], ...] = ()  # the periods each part held (staging.Staged)
+    prints: tuple[tuple, ...] = ()  # each part's rows' cheap print, if asked (staging.Staged)
 
 
 def commit_costs(lake: CommitTarget, con: duckdb.DuckDBPyConnection,
@@ -85,6 +86,7 @@ def stage_costs(
     warn: Callable[[str], None] = log.warning,
     final_when: FinalWhen = "any",
     reader_version: int = 0,
+    prints: bool = False,
 ) -> StagedCosts:
     """Write one delivery (canonical cost columns) as the new content of its periods, staged.
 
@@ -94,7 +96,8 @@ def stage_costs(
     after another, so memory does not grow with their number (service.core.staging).
     Line items the delivery repeats (hidden_columns.LINE_ITEM_KEY) are passed to `warn`, or with
     `strict` fail the delivery. `final_when`: see FinalWhen; `reader_version`: the
-    connector's (recorded). Nothing of the lake changes until `publish_costs`.
+    connector's (recorded); `prints`: each file's rows' cheap print (service.core.row_prints).
+    Nothing of the lake changes until `publish_costs`.
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
@@ -103,7 +106,7 @@ def stage_costs(
         parts = [relation] if isinstance(relation, duckdb.DuckDBPyRelation) else list(relation)
         if not parts:
             raise DataError("the delivery has no data files", where=files_named(files, source))
-        result = stage_parts(con, parts, stage)
+        result = stage_parts(con, parts, stage, "cheap" if prints else "")
         staged = result.files
         if result.repeats is not None:
             if strict:
@@ -128,7 +131,7 @@ def stage_costs(
                    for p in sorted(staged)]
         if said := third_party_billed(con, list(staged.values()), files_named(files, source)):
             warn(said)
-        return StagedCosts(stage, entries, dict(staged), result.part_periods)
+        return StagedCosts(stage, entries, dict(staged), result.part_periods, result.prints)
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
         if isinstance(exc, DataError) and exc.where is None:  # a bad value the stager found (currency, period)

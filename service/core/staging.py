@@ -40,6 +40,7 @@ from service.core.files import DATA_FILE
 from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
 from service.core.line_repeats import LINE_ITEM_HASH, LINE_ITEMS_FILE, Repeats, find_repeats
 from service.core.per_value import Converter, PerValuePart, streamed
+from service.core.row_prints import RowPrints
 from service.core.period_names import BatchPeriods, PeriodNames
 from service.core.schema import cost_select_list
 
@@ -73,12 +74,15 @@ class Staged:
     # taken from the batches as they are written, where reading them back from the staged file
     # cost 0.6-0.8 CPU s at 10M lines (bench/README.md)
     tag_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # each file's rows as a multiset, in the order of part_periods (row_prints; asked for: `prints`)
+    prints: tuple[tuple, ...] = ()
 
 
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart | FilesPart],
-                stage: Path) -> Staged:
+                stage: Path, prints: str = "") -> Staged:
     """Write the rows of `parts` under `stage`, one file per billing period, and look for
-    line items the delivery repeats (when the parts carry LINE_ITEM_KEY)."""
+    line items the delivery repeats (when the parts carry LINE_ITEM_KEY); `prints` ("cheap" or
+    "exact"): each file's rows fingerprinted too (row_prints)."""
     writers: dict[str, _PeriodFile] = {}
     staged: dict[str, Path] = {}
     schema = canonical_schema(con)
@@ -88,8 +92,10 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     converter = Converter(con)
     chosen: dict[tuple[str, ...], tuple[str, ...]] = {}  # per_value.streamed's choice, by the first part
     period_names = PeriodNames(con)
+    printed = RowPrints(con, exact=prints == "exact") if prints else None
 
-    def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str]) -> None:
+    def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str],
+              first: int) -> None:
         batch, files = take_files(batch)
         batch = with_currency_codes(batch)  # before the rounding is summed per currency
         if per_value:
@@ -98,8 +104,10 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
             batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
         periods = period_names.of(batch)
-        note_periods(seen, files, periods, _append(_take_rounding(batch, periods, rounding), periods,
-                                                   stage, writers, staged, schema))
+        rows = _take_rounding(batch, periods, rounding)
+        if printed is not None:
+            printed.add(_complete(rows, schema), files, first)
+        note_periods(seen, files, periods, _append(rows, periods, stage, writers, staged, schema))
 
     background = _OneBehind()
     try:
@@ -111,12 +119,12 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             key_hash = (f", CASE WHEN {line_item} IS NOT NULL THEN hash({line_item}, {interval}) END AS {LINE_ITEM_HASH}"
                         if line_item in part.columns else "")
             reader = (part.project(f"*{key_hash}") if key_hash else part).to_arrow_reader(BATCH_ROWS)
-            rows, seen = 0, [set() for _ in range(files)]
+            rows, seen, first = 0, [set() for _ in range(files)], len(part_periods)
             part_periods.extend(seen)
             try:
                 while (batch := next_batch(reader)) is not None:
                     rows += batch.num_rows
-                    background.submit(write, batch, bool(key_hash), seen, per_value)
+                    background.submit(write, batch, bool(key_hash), seen, per_value, first)
                 background.wait()
             finally:
                 reader.close()  # a failed part must not leave the connection with a pending result
@@ -128,11 +136,12 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             writer.flush()
     finally:
         background.close()
-        _close_all([*writers.values(), *keys, converter, period_names])
+        _close_all([*writers.values(), *keys, converter, period_names, *([printed] if printed else [])])
     return Staged(staged, find_repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
                   tuple(frozenset(seen) for seen in part_periods),
-                  {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()})
+                  {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()},
+                  printed.of(len(part_periods)) if printed else ())
 
 
 def _close_all(writers: Sequence[_PeriodFile | _Writer | Converter | PeriodNames]) -> None:

@@ -31,7 +31,7 @@ from service.core.units import currency_text, exact_text
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
-from service.ingest import periods, shared
+from service.ingest import periods, row_copies, shared
 from service.ingest.delivered import delivered
 from service.ingest.freshness import record_refused, record_run, record_sources
 from service.ingest.rollups import refresh_rollups
@@ -50,7 +50,9 @@ def _total(totals: CurrencyTotals) -> str:
 class DeliveryOutcome:
     source: str
     delivery: Delivery
-    status: str  # committed | unchanged | waiting | skipped | empty | failed (staged: until the run publishes)
+    # committed | unchanged | waiting | skipped | empty | failed (staged: until the run publishes; copies: its
+    # files held another's rows, remembered, the plan to be made again: row_copies)
+    status: str
     entries: list[LedgerEntry] = field(default_factory=list)
     staged: StagedCosts | None = None
     on_commit: Callable[[], None] | None = None  # once published: what the plan remembers of it
@@ -229,7 +231,9 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         try:
             plan = periods.plan(lake, con, connector, source.name, deliveries)
             planned = _ingest_plan(lake, con, connector, source, plan, progress, strict)
-            if planned is None:  # the new files in one pass failed: each is read for its periods first
+            for _ in range(2):  # the new files in one pass failed: each is read for its periods first; or copies
+                if planned is not None:  # of another's rows were found (remembered: the plan skips them now)
+                    break
                 plan = periods.plan(lake, con, connector, source.name, deliveries, together=False)
                 planned = _ingest_plan(lake, con, connector, source, plan, progress, strict)
             outcomes += planned or []
@@ -256,8 +260,9 @@ def _failed(source: SourceConfig, error: SpendlakeError) -> DeliveryOutcome:
 def _ingest_plan(lake: Lake, con, connector: CostConnector, source: SourceConfig, plan: periods.Plan,
                  progress: Progress | None, strict: bool) -> list[DeliveryOutcome] | None:
     """The plan's outcomes; None when its new files, read in one pass, failed (the plan is to
-    be made again with a survey, so a bad file fails alone)."""
+    be made again with a survey, so a bad file fails alone), or files holding another's rows were found."""
     outcomes = [_skipped(source, other) for other in plan.skipped]
+    copies = False
     outcomes += [DeliveryOutcome(source.name, d, "failed", error=e) for d, e in plan.failed]
     for number, delivery in enumerate(plan.deliveries, 1):
         if progress:
@@ -272,7 +277,11 @@ def _ingest_plan(lake: Lake, con, connector: CostConnector, source: SourceConfig
                      "first", source.name, len(plan.members), outcome.error or outcome.note)
             discard_costs([o.staged for o in outcomes if o.staged])  # the second try stages them again
             return None
+        copies = copies or outcome.status == "copies"
         outcomes.append(outcome)
+    if copies:  # each delivery read, so every copy is remembered at once: the plan made again reads none
+        discard_costs([o.staged for o in outcomes if o.staged])
+        return None
     # after the deliveries: committing the new files in one pass finds those with no rows
     outcomes += [DeliveryOutcome(source.name, Delivery("", None, (uri,)), "empty") for uri in plan.empty]
     return outcomes
@@ -319,7 +328,8 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
                 staged = plan.regroup(delivery, stage_costs(
                     lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
                     periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append,
-                    final_when=connector.final_when, reader_version=connector.reader_version))
+                    final_when=connector.final_when, reader_version=connector.reader_version,
+                    prints=row_copies.printed(connector, delivery, plan.versions)))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 raise connector.locate(error, con) from None
             staged = replace(staged, entries=[delivered(entry, connector) for entry in staged.entries])
@@ -334,6 +344,10 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
         # a file rewritten under the read fails it in any way: say that, not what it broke
         error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
+    if copies := row_copies.of_staged(lake, con, connector, source.name, delivery, staged):
+        discard_costs([staged])
+        periods.remember_row_copies(lake, source.name, row_copies.records(connector, copies))
+        return DeliveryOutcome(source.name, delivery, "copies")
     warnings += [plan.older[uri] for uri in delivery.files if uri in plan.older]
     replaces = {e.billing_period: old for e in staged.entries
                 if (old := lake.ledger_entry(source.name, e.billing_period))}

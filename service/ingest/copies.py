@@ -40,6 +40,7 @@ from service.ingest.digests import Digests
 # What to do about a copy rewritten beside its unchanged original (ingest fails its period; status names it).
 REWRITTEN_HINT = "delete the copy or backup, or move it out of the location (a file of its own: give it a new name)"
 
+SAME = "the same {same} as {original} (a copy: its rows are read once)"
 STALE = ("a stale copy of {original} (the same bytes when it was found, that file changed since: its rows are not "
          "read; delete the copy or copy the file again)")
 OLDER = ("{copy}: read, its rows the only ones left of {original}, gone since; but it was a stale copy of that file, "
@@ -208,8 +209,7 @@ class _Survey:
             if original in self.digests and self.content(original) == self.content(uri):
                 same = "bytes" if self.digests[original]["sha256"] == self.digests[uri]["sha256"] \
                     and self.size(original) == self.size(uri) else "content"
-                skipped.append(OtherDataset(uri, f"the same {same} as {original} (a copy: its rows are read once)",
-                                            original))
+                skipped.append(OtherDataset(uri, SAME.format(same=same, original=original), original))
             else:
                 why = STALE if self.size(original) is not None else GONE
                 skipped.append(OtherDataset(uri, why.format(original=original), original, stale=True))

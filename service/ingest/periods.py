@@ -26,7 +26,8 @@ surveys the files instead (service.ingest.billing), so a bad file fails alone. A
 only loose file is committed the same way, whatever the connector.
 
 A file holding the same bytes as another of the source is read once, the copy skipped
-(service.ingest.copies); the digests read for it are remembered in `_state/file_digests.json`.
+(service.ingest.copies); the digests read for it are remembered in `_state/file_digests.json`,
+as are the files found holding another's rows in other bytes (service.ingest.row_copies).
 
 Files holding another dataset (connectors.base.OtherDataset) or no rows are skipped, one
 line each. A file that cannot be read fails alone, and the periods the ledger says it
@@ -54,7 +55,7 @@ from service.core.files import files_named
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
 from service.core.staging import PERIOD_RE
-from service.ingest import copies
+from service.ingest import copies, row_copies
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
     with the digests it read remembered."""
     state = read_cache(lake, DIGESTS)
     known: dict[str, dict] = state.get(source, {})
+    loose, by_rows, rows_kept = row_copies.skipped(connector, loose, known)
     with ExitStack() as stack:
         scratch: list = []
 
@@ -217,11 +219,21 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
                 scratch.append(stack.enter_context(lake.scratch()))
             return connector.content_digest(uri, scratch[0])
 
-        found = copies.find(connector, loose, listed, {uri for entry in ledger for uri in entry.files}, known, digest)
+        by_bytes = {uri: was for uri, was in known.items() if row_copies.ROWS_OF not in was}
+        found = copies.find(connector, loose, listed, {uri for entry in ledger for uri in entry.files}, by_bytes, digest)
+    found.skipped += by_rows
+    found.digests.update(rows_kept)
     if found.digests != known:
         state[source] = found.digests
         lake.write_state(DIGESTS, state)
     return found
+
+
+def remember_row_copies(lake: Lake, source: str, records: dict[str, dict]) -> None:
+    """Remember files found holding another's rows (service.ingest.row_copies): the next plan skips them."""
+    state = read_cache(lake, DIGESTS)
+    state.setdefault(source, {}).update(records)
+    lake.write_state(DIGESTS, state)
 
 
 class CopyRewritten(DataError):

@@ -1,0 +1,103 @@
+"""A copy of an export in other bytes than any copy check reads (break52): the same rows saved again
+with every field quoted (a spreadsheet's or pandas' save), or a Parquet conversion of the CSV beside
+it, were summed twice, exit 0, `--check` ok. Each file of a delivery of several loose files is
+fingerprinted by its rows (service.core.row_prints): one holding another's periods and rows is a
+copy of it, skipped with a byte copy's line and `status` record (service.ingest.row_copies)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import duckdb
+import pytest
+from billing_helpers import failures
+from layout_exports import duckdb_sums, lake_sums
+
+from service.core.lake import Lake
+from service.ingest.status import copies_skipped
+from tests.test_copies_in_other_bytes import skipped
+from tests.test_delivery_layout import lines, run
+from tests.test_ingest_hardening import FOCUS
+
+
+def original(export: Path) -> Path:
+    (export / "2024-09").mkdir(parents=True)
+    path = export / "2024-09" / "cost.csv"
+    path.write_bytes(FOCUS.read_bytes())
+    return path
+
+
+def requoted(path: Path, to: Path, change: str | None = None) -> None:
+    """The rows saved again with every field quoted; `change`: line 2's BilledCost made that."""
+    rows = list(csv.reader(path.open(encoding="utf-8-sig")))
+    if change is not None:
+        rows[1][rows[0].index("BilledCost")] = change
+    to.parent.mkdir(parents=True, exist_ok=True)
+    with to.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, quoting=csv.QUOTE_ALL).writerows(rows)
+
+
+def converted(path: Path, to: Path) -> None:
+    """A Parquet conversion of the CSV, its types as DuckDB guesses them."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    duckdb.execute(f"COPY (SELECT * FROM read_csv('{path}', nullstr=['', 'NULL'])) TO '{to}' (FORMAT parquet)")
+
+
+def same_content(copy: Path, first: Path) -> str:
+    return f"src {copy}: skipped, the same content as {first} (a copy: its rows are read once)"
+
+
+@pytest.mark.parametrize("make, name", [(requoted, "2024-09 (copy)/cost.csv"), (converted, "converted/cost.parquet")])
+def test_the_same_rows_in_other_bytes_are_read_once(tmp_path, make, name):
+    export = tmp_path / "export"
+    first = original(export)
+    once = duckdb_sums("focus", export)
+    make(first, export / name)
+    for _ in range(2):  # the second run reads nothing and says the copy again
+        lake, result = run(tmp_path, "focus", export)
+        assert failures(result) == [], lines(result)
+        assert lake_sums(lake) == once  # was twice: USD 40.560453457980 for September
+        assert skipped(result) == [same_content(export / name, first)], lines(result)
+    assert "unchanged" in lines(result)[-1]
+    [note] = copies_skipped(lake)
+    assert f"{export / name}, the same as {first}" in note.text
+
+
+def test_rows_differing_in_one_value_are_no_copy(tmp_path):
+    export = tmp_path / "export"
+    first = original(export)
+    requoted(first, export / "2024-09 (copy)" / "cost.csv", change="99")
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and skipped(result) == [], lines(result)
+    assert lake_sums(lake) == duckdb_sums("focus", export)  # both files' rows, as they differ
+
+
+def test_a_copy_of_an_original_corrected_since_stays_skipped_and_counts_once_the_original_is_gone(tmp_path):
+    export = tmp_path / "export"
+    first = original(export)
+    copy = export / "2024-09 (copy)" / "cost.csv"
+    requoted(first, copy)
+    run(tmp_path, "focus", export)
+    requoted(FOCUS, first, change="99")  # the exporter's correction
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [], lines(result)
+    assert skipped(result) == [], lines(result)  # a stale copy is said in a line of its own
+    stale = f"src {copy}: skipped, a stale copy of {first}"
+    assert any(line.startswith(stale) for line in lines(result)), lines(result)
+    assert lake_sums(lake) == duckdb_sums("focus", first.parent)
+    first.unlink()
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and lake_sums(lake) == duckdb_sums("focus", copy.parent), lines(result)
+
+
+def test_a_copy_added_after_its_original_was_ingested_leaves_the_period_as_it_was(tmp_path):
+    export = tmp_path / "export"
+    first = original(export)
+    lake, result = run(tmp_path, "focus", export)
+    ledger = lake.ledger()
+    converted(first, export / "converted" / "cost.parquet")
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and skipped(result) == [same_content(export / "converted" / "cost.parquet", first)]
+    assert {o.status for o in result.outcomes} == {"skipped", "unchanged"}, lines(result)
+    assert lake.ledger() == ledger and lake_sums(lake) == duckdb_sums("focus", first.parent)
