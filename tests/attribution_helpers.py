@@ -80,6 +80,25 @@ def declared_sources(lake: Lake, *, inventory: bool = False) -> list[dict]:
     return [{"name": name, "kind": "focus", "location": str(lake.root.parent / f"{name}-export")} for name in names]
 
 
+def config_file_of(root: Path, lake: Lake) -> tuple[Path, object]:
+    """spendlake.yaml under `root` declaring the hand-built `lake`'s sources, and its parsed Config."""
+    import yaml
+
+    document = {"lake": str(lake.root), "sources": declared_sources(lake)}
+    path = root / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path, parse_config(document)
+
+
+def attribute_cli(path: Path, *args):
+    """`spendlake --config path attribute *args` through click's runner."""
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    return CliRunner().invoke(cli, ["--config", str(path), "attribute", *args])
+
+
 def one_line_config_file(tmp_path) -> Path:
     """spendlake.yaml of a lake holding one $10 line of team nlp (2026-11-02): for tests of
     what the CLI answers to bad input, where the data only has to exist."""

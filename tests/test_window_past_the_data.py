@@ -9,15 +9,11 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import yaml
-from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from service.cli.main import cli
-from service.core.config import parse_config
 from service.core.timewindow import parse_window
 from service.serve.app import Api
-from tests.attribution_helpers import declared_sources, line, make_lake
+from tests.attribution_helpers import attribute_cli, config_file_of, line, make_lake
 
 END = datetime(2026, 11, 28, tzinfo=timezone.utc)  # the usage data ends at midnight
 NOTE = "the window's last 96.0 h have no data yet (the data runs through 2026-11-28T00:00:00Z)"
@@ -29,14 +25,10 @@ def setup(tmp_path_factory):
     lines = [line(f"{END - timedelta(hours=n):%Y-%m-%d %H:%M}", "1", tags={"team": "nlp"}, resource="i-1")
              for n in range(1, 24 * 20 + 1)]  # 20 days, $1 an hour
     lake = make_lake(root, lines)
-    document = {"lake": str(lake.root), "sources": declared_sources(lake)}
-    path = root / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path, parse_config(document)
+    return config_file_of(root, lake)
 
 
-def run(path, *args):
-    return CliRunner().invoke(cli, ["--config", str(path), "attribute", *args])
+run = attribute_cli
 
 
 def test_a_window_past_the_data_says_so_in_json_csv_and_the_api(setup):

@@ -12,14 +12,10 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import yaml
-from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from service.cli.main import cli
-from service.core.config import parse_config
 from service.serve.app import Api
-from tests.attribution_helpers import declared_sources, line, make_lake
+from tests.attribution_helpers import attribute_cli, config_file_of, line, make_lake
 
 END = datetime(2026, 11, 28, tzinfo=timezone.utc)
 CUR_END = datetime(2026, 11, 14, 4, tzinfo=timezone.utc)
@@ -35,14 +31,10 @@ def setup(tmp_path_factory):
     hours = lambda end: [f"{end - timedelta(hours=n):%Y-%m-%d %H:%M}" for n in range(1, 24 * 10 + 1)]
     make_lake(root, [line(start, "1", tags={"team": "nlp"}) for start in hours(END)], source="gcp")
     lake = make_lake(root, [line(start, "2", tags={"team": "cv"}) for start in hours(CUR_END)], source="cur")
-    document = {"lake": str(lake.root), "sources": declared_sources(lake)}
-    path = root / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path, parse_config(document)
+    return config_file_of(root, lake)
 
 
-def run(path, *args):
-    return CliRunner().invoke(cli, ["--config", str(path), "attribute", *args])
+run = attribute_cli
 
 
 def test_a_window_wholly_after_the_data_says_where_the_data_ends(setup):
