@@ -83,6 +83,45 @@ def test_a_plan_on_a_run_takes_the_runs_cost_from_an_earlier_plan_on_its_experim
     assert (D(rows["r1-plan"]["failed_actual"]).quantize(cent), rows["e1-plan"]["failed_actual"]) == (D("31.33"), None)
 
 
+def test_nested_plans_note_credits_each_dollar_to_the_latest_started_plan_holding_it(tmp_path):
+    """p-plan (project llm) and e-plan (experiment e1) from the 1st, r-plan (run r1 of e1) from the 2nd: r1's $111.33
+    is r-plan's alone, so p-plan's note names r-plan's 111.33, its later_plans, and not e-plan's (whose actual is 0),
+    where it gave the same dollar to both (222.66 said against later_plans 111.33)."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    for name, scope, start in (("p-plan", [], "2026-11-01"), ("e-plan", ["--experiment", "e1"], "2026-11-01"),
+                               ("r-plan", ["--experiment", "e1", "--run", "r1"], DAY)):
+        assert spendlake(config, *ESTIMATE, "--register", name, "--project", "llm", *scope, "--start", start
+                         ).exit_code == 0
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(out.stdout)}
+    cent = D("0.01")
+    assert [(name, D(rows[name]["actual_to_date"]).quantize(cent)) for name in ("p-plan", "e-plan", "r-plan")] == [
+        ("p-plan", 0), ("e-plan", 0), ("r-plan", D("111.33"))], rows
+    [note] = [line for line in out.stderr.splitlines() if line.startswith("note: plan p-plan's actual leaves out")]
+    assert "USD 111.33 to plan r-plan (project llm, experiment e1, run r1, from 2026-11-02 00:00 UTC) (later_plans)" \
+        in note and "to plan e-plan" not in note, note
+    assert D(rows["p-plan"]["later_plans"]).quantize(cent) == D("111.33"), rows
+
+
+def test_a_plan_on_a_run_takes_it_from_a_plan_on_an_experiment_starting_the_same_day(tmp_path):
+    """One start, the narrower scope's: r-plan (run r1) and e-plan (experiment e1), both from the 2nd, where both
+    counted r1's $111.33 and its $31.33 of failures (overlaps' note said so): e-plan's actual is 0, later_plans 111.33."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    for name, scope in (("e-plan", ["--experiment", "e1"]), ("r-plan", ["--run", "r1"])):
+        assert spendlake(config, *ESTIMATE, "--register", name, "--project", "llm", *scope, "--start", DAY
+                         ).exit_code == 0
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(out.stdout)}
+    cent = D("0.01")
+    assert [(name, D(rows[name]["actual_to_date"]).quantize(cent), rows[name]["failed_actual"] and D(
+        rows[name]["failed_actual"]).quantize(cent)) for name in ("e-plan", "r-plan")] == [
+        ("e-plan", 0, None), ("r-plan", D("111.33"), D("31.33"))], rows
+    assert D(rows["e-plan"]["later_plans"]).quantize(cent) == D("111.33"), rows
+    assert "cover the same spend" not in out.stderr, out.stderr
+
+
 def test_a_plan_on_a_run_needs_job_records_and_register(tmp_path):
     lake, _ = hand_lake(tmp_path)
     bare = configured(tmp_path, lake, attribution={})

@@ -1,8 +1,8 @@
 """Where each registered plan's actual is counted, so that each dollar is in one plan's actual:
 the latest-started plan whose scope holds it, from that plan's start (on one start, the narrower
-scope: an experiment's plan takes its experiment from a project-wide one). A plan's actual runs
-from its start to the end of what it prices (`priced_until`: its run and the retention its storage
-is paid for), or to the start of a later plan covering its scope (`counted_until`); a later plan of
+scope: an experiment's plan takes its experiment from a project-wide one, a run's plan its run from
+an experiment's one). A plan's actual runs from its start to the end of what it prices
+(`priced_until`: its run and the retention its storage is paid for), or to the start of a later plan covering its scope (`counted_until`); a later plan of
 a narrower scope takes the spend it holds from its start (`takers`, `taken_days`: out of the
 earlier plan's actual, the rest of the project's spend kept). Only two plans of one scope starting
 together both count the same spend (`overlaps` names them). The plans section (sections/plans.py)
@@ -53,8 +53,22 @@ def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | N
 
 def takes(later: Plan, plan: Plan) -> bool:
     """Whether `later` counts the spend both plans' scopes hold from its start rather than `plan`: it
-    starts after it, or at the same time on a narrower scope."""
-    return later.start > plan.start or later.start == plan.start and covers(plan, later) and not covers(later, plan)
+    starts after it, or at the same time on a narrower scope (`narrower`)."""
+    return later.start > plan.start or later.start == plan.start and narrower(later, plan)
+
+
+def narrower(one: Plan, other: Plan) -> bool:
+    """Whether `one`'s scope is the narrower of two: `other` covers it and not the reverse, or, neither
+    covering the other (a run and an experiment), it names the finer dimension (NARROWING's later one:
+    a run's plan takes the run's lines of an experiment's plan)."""
+    if covers(one, other) or covers(other, one):
+        return covers(other, one) and not covers(one, other)
+    return _depth(one) > _depth(other)
+
+
+def _depth(plan: Plan) -> int:
+    """How far down NARROWING the plan's scope names: 0 a project, 1 an experiment, 2 a run."""
+    return max((i + 1 for i, dim in enumerate(NARROWING) if getattr(plan, dim)), default=0)
 
 
 def takers(plan: Plan, plans: Sequence[Plan], until: datetime) -> list[Plan]:
@@ -68,8 +82,8 @@ def taken_days(config: Config, lake: Lake, plan: Plan, plans: Sequence[Plan], un
                snapshot: Snapshot) -> tuple[dict[date, Decimal], dict[str, Decimal]]:
     """The USD per day of the plan's scope, from its start to `until`, that its `takers` count (each in
     its window, from its start to counted_until), read as its actual is (attribute, in the section's
-    `snapshot`), and the USD each taker takes (a dollar two of them hold, starting together, in
-    both); ({}, {}) when none takes any."""
+    `snapshot`), and the USD each taker takes: a dollar several hold is credited to the one counting
+    it (`latest`), so the amounts add up to the day's; ({}, {}) when none takes any."""
     taking = takers(plan, plans, until)
     windows = {other.name: (other.start, min(counted_until(other, plans)[0], until)) for other in taking}
     cuts = sorted({plan.start, until, *(t for pair in windows.values() for t in pair if plan.start < t < until)})
@@ -83,12 +97,18 @@ def taken_days(config: Config, lake: Lake, plan: Plan, plans: Sequence[Plan], un
         result = attribute(lake, config, Window(since, to), by=by, where=scope_where(plan), granularity="day",
                            snapshot=snapshot)
         for row in result.rows:
-            holders = [other.name for other in active if _holds(other, row.values)]
+            holders = [other for other in active if _holds(other, row.values)]
             if row.currency == "USD" and holders and row.cost:
                 daily[row.period] += row.cost
-                for name in holders:
-                    each[name] += row.cost
+                for other in latest(holders):
+                    each[other.name] += row.cost
     return dict(daily), dict(each)
+
+
+def latest(holders: Sequence[Plan]) -> list[Plan]:
+    """Those of the plans holding a dollar that count it: the ones no other of them takes it from
+    (`takes`: the latest-started, on one start the narrowest); two only when of one scope and start."""
+    return [one for one in holders if not any(takes(other, one) for other in holders if other is not one)]
 
 
 def taken_note(plan: Plan, each: Mapping[str, Decimal], plans: Sequence[Plan]) -> str:
@@ -121,9 +141,9 @@ def _holds(plan: Plan, values: Mapping[str, str]) -> bool:
 
 def overlaps(plans: list[Plan]) -> list[str]:
     """A sentence for each two plans whose scopes and counted windows (from the start to
-    counted_until) overlap where neither takes the other's spend (`takes`: one scope, one start,
-    or scopes each naming what the other does not, a run and an experiment): both actuals count
-    that spend."""
+    counted_until) overlap where neither takes the other's spend (`takes`: one scope and one start;
+    of a run and an experiment starting together, the run's plan takes): both actuals count that
+    spend."""
     said = []
     for i, one in enumerate(plans):
         for other in plans[i + 1:]:
