@@ -122,6 +122,19 @@ def test_a_plan_on_a_run_takes_it_from_a_plan_on_an_experiment_starting_the_same
     assert "cover the same spend" not in out.stderr, out.stderr
 
 
+def test_a_run_whose_jobs_carry_another_project_warns_as_an_experiment_of_another_project_does(tmp_path):
+    # the hand lake's r2 ran under project `unallocated`: a plan on it for project llm would read $0 ("not begun")
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    out = spendlake(config, *ESTIMATE, "--register", "r2-plan", "--project", "llm", "--run", "r2", "--start", DAY)
+    assert out.exit_code == 0 and ("warning: plan r2-plan: no cost line in the lake carries run 'r2' with project "
+                                   "'llm' yet; run r2's lines carry project unallocated") in out.stderr, out.output
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    [row] = json.loads(out.stdout)
+    assert (row["status"], D(row["actual_to_date"])) == ("unknown run", 0), row
+    assert "no cost line carries run 'r2' with project 'llm'; run r2's lines carry project unallocated" in out.stderr
+
+
 def test_a_plan_on_a_run_needs_job_records_and_register(tmp_path):
     lake, _ = hand_lake(tmp_path)
     bare = configured(tmp_path, lake, attribution={})

@@ -38,46 +38,52 @@ def as_billed(lake: Lake, config: Config, plan: Plan) -> tuple[Plan, list[str]]:
     """`plan` with its project, experiment and run (`--run`: attribute's run dimension, job records'
     ids) each spelt as the lines carrying it spell it
     (`PRETRAIN` as `pretrain`; a bill written both ways, composed), and a sentence for each
-    value no line carries yet (with the closest ones) or, both carried, for an experiment no line
-    carries with the project. The plan as given while the lake holds no bill."""
+    value no line carries yet (with the closest ones) or, each carried, for an experiment or run no
+    line carries with the project (`_apart`). The plan as given while the lake holds no bill."""
     window = lake_window(lake)
     if window is None:
         return plan, []
-    spelt, problems, projects = {}, [], set()
+    spelt, problems, projects = {}, [], {}
     for dim, value in (("project", plan.project), ("experiment", plan.experiment), ("run", plan.run)):
         if value is None:
             continue
-        by = ("experiment", "project") if dim == "experiment" else (dim,)
+        by = (dim,) if dim == "project" else (dim, "project")
         result = attribute(lake, config, window, by=by, where={dim: (value,)})
         spelt[dim] = _spelling([row.values[dim] for row in result.rows], value)
         problems += [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for _, _, hint in result.unmatched]
-        projects = {row.values["project"] for row in result.rows} if dim == "experiment" else projects
+        projects[dim] = {row.values["project"] for row in result.rows}
     plan = replace(plan, project=spelt["project"], experiment=spelt.get("experiment"), run=spelt.get("run"))
-    if plan.experiment is not None and not problems:
-        apart = _apart(plan, projects)
-        problems += [f"no cost line in the lake carries {apart[0]} yet; {apart[1]}"] if apart else []
-    return plan, problems
+    apart = None if problems else next(filter(None, (_apart(plan, dim, found) for dim, found in projects.items()
+                                                     if dim != "project")), None)
+    return plan, problems + ([f"no cost line in the lake carries {apart[1]} yet; {apart[2]}"] if apart else [])
 
 
-def unpaired(lake: Lake, config: Config, plan: Plan, snapshot: Snapshot | None = None) -> tuple[str, str] | None:
-    """(what, why) when no line of the lake carries the plan's experiment with its project,
-    though lines carry each: `experiment 'sft-chat-v5' with project 'llama-70b'`; read in
-    `snapshot` (a command's) when given."""
+def unpaired(lake: Lake, config: Config, plan: Plan,
+             snapshot: Snapshot | None = None) -> tuple[str, str, str] | None:
+    """(dimension, what, why) when no line of the lake carries the plan's experiment (or run) with
+    its project, though lines carry each: `experiment 'sft-chat-v5' with project 'llama-70b'`, `run
+    'r2' with project 'llm'` (its jobs carry another project); read in `snapshot` (a command's) when
+    given."""
     window = lake_window(lake, snapshot)
-    if plan.experiment is None or window is None:
-        return None
-    result = attribute(lake, config, window, by=("project",), where={"experiment": (plan.experiment,)},
-                       snapshot=snapshot)
-    return None if result.unmatched else _apart(plan, {row.values["project"] for row in result.rows})
+    for dim in ("experiment", "run"):
+        if getattr(plan, dim) is None or window is None:
+            continue
+        result = attribute(lake, config, window, by=("project",), where={dim: (getattr(plan, dim),)},
+                           snapshot=snapshot)
+        apart = None if result.unmatched else _apart(plan, dim, {row.values["project"] for row in result.rows})
+        if apart:
+            return apart
+    return None
 
 
-def _apart(plan: Plan, projects: set[str]) -> tuple[str, str] | None:
-    """(what, why) when `projects`, those the plan's experiment's lines carry, lack its project."""
+def _apart(plan: Plan, dim: str, projects: set[str]) -> tuple[str, str, str] | None:
+    """(dim, what, why) when `projects`, those the lines of the plan's experiment or run (`dim`)
+    carry, lack its project."""
     if not projects or folded(plan.project) in {folded(p) for p in projects}:
         return None
-    listed = sorted(projects)
-    return (f"experiment {plan.experiment!r} with project {plan.project!r}",
-            f"experiment {plan.experiment}'s lines carry project {', '.join(listed[:SHOWN])}"
+    listed, value = sorted(projects), getattr(plan, dim)
+    return (dim, f"{dim} {value!r} with project {plan.project!r}",
+            f"{dim} {value}'s lines carry project {', '.join(listed[:SHOWN])}"
             + (", ..." if len(listed) > SHOWN else ""))
 
 

@@ -115,7 +115,7 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: Attributi
             left_out[row.currency] += row.cost
     unmatched = tuple((dim, f"no cost line carries {dim} {value!r}; {hint}") for dim, value, hint in result.unmatched)
     apart = None if unmatched or result.rows else unpaired(lake, config, plan, snapshot)
-    unmatched += (("experiment", f"no cost line carries {apart[0]}; {apart[1]}"),) if apart else ()
+    unmatched += ((apart[0], f"no cost line carries {apart[1]}; {apart[2]}"),) if apart else ()
     return dict(daily), unmatched, {currency: cost for currency, cost in left_out.items() if cost}
 
 
