@@ -4,6 +4,7 @@ cost, as `spendlake runs --run RUN` tells it, whatever experiment they carry."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from decimal import Decimal
 
@@ -133,6 +134,22 @@ def test_a_run_whose_jobs_carry_another_project_warns_as_an_experiment_of_anothe
     [row] = json.loads(out.stdout)
     assert (row["status"], D(row["actual_to_date"])) == ("unknown run", 0), row
     assert "no cost line carries run 'r2' with project 'llm'; run r2's lines carry project unallocated" in out.stderr
+
+
+def test_the_plans_table_and_the_reports_page_show_the_run_a_plan_follows(tmp_path, monkeypatch):
+    # without the run, a plan on run r1 read as project llm, no experiment: a whole-project plan
+    monkeypatch.setenv("COLUMNS", "150")
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    assert spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r1", "--start", DAY
+                     ).exit_code == 0
+    table = spendlake(config, "plans", "--as-of", DAY, "--format", "table").stdout.splitlines()
+    header, (row,) = next(text for text in table if text.startswith("┃")), [t for t in table if "r1-plan" in t]
+    assert header.rstrip("┃ ").endswith("┃ run") and row.rstrip("│ ").endswith("│ r1"), table
+    assert spendlake(config, "report", "--date", DAY, "--out", str(tmp_path / "out")).exit_code == 0
+    page = (tmp_path / "out" / DAY / "report.html").read_text(encoding="utf-8")
+    section = page.split("<h2>Plans vs actual", 1)[1].split("<h2>", 1)[0]
+    assert ">run<" in section.split("</thead>")[0] and re.search(r"<td[^>]*>r1</td>", section), section
 
 
 def test_a_plan_on_a_run_needs_job_records_and_register(tmp_path):

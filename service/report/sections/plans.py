@@ -63,7 +63,7 @@ COLUMNS = (
     # the USD of its scope plans of a narrower scope count from their start, out of the actual (None: none):
     # service/report/plan_windows.py; the note names them
     Column("later_plans", "later plans' spend", "money", in_html=False),
-    Column("run", "run", in_html=False),  # the run the plan follows (`estimate --register NAME --run RUN`), else None
+    Column("run", "run"),  # the run the plan follows (`estimate --register NAME --run RUN`), else None
 )  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
