@@ -29,6 +29,15 @@ VALUES = {"Authorization": "hunter", "Proxy-Authorization": "proxypass", "X-Api-
     ("headers={'X-Api-Key': 'short', 'Cookie': 'sid=1; a=2'}", "headers={'X-Api-Key': '<redacted>', 'Cookie': '<redacted>'}"),
     ("Cookie: sid=abc; theme=dark", "Cookie: <redacted>"),
     ("Set-Cookie: sid=abc; Path=/; HttpOnly", "Set-Cookie: <redacted>"),
+    # a quoted cookie value (RFC 6265), a key's value ended by `&` without a `?`, the `Token` scheme's short value
+    ('Cookie: sid="abcdef123"', "Cookie: <redacted>"),
+    ('Cookie: sid="ab cd"; theme=dark\r\nHost: x', "Cookie: <redacted>\r\nHost: x"),
+    ("x-api-key=kyvalue&n=1", "x-api-key=<redacted>&n=1"),
+    ("Authorization: Token abcdef", "Authorization: <redacted>"),
+    # an access log's request line keeps its protocol after a query parameter's redacted value
+    ('"GET /x?x-api-key=kyvalue HTTP/1.1" 200', '"GET /x?x-api-key=<redacted> HTTP/1.1" 200'),
+    ("GET /x?n=1&X-Api-Key=kyvalue HTTP/1.1", "GET /x?n=1&X-Api-Key=<redacted> HTTP/1.1"),
+    ("authorization: required", None),
     ("slurmrestd said: Authorization: token rejected; check url", None),
     ("Authorization: missing", None),
     ("the Cookie: header was missing", None),

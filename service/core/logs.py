@@ -21,7 +21,7 @@ from service.core.output import one_line, printable_lines
 SECRET_KEYS = ("bearer", "basic", "token", "password", "passwd", "pass", "pwd", "secret", "key", "apikey", "jwt",
                "auth", "oauth")
 # what a server says of a key before echoing its value (`token expired ab`)
-KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing")
+KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing", "required")
 # a credential's shape: a token of base64, base64url or a JWT's characters holding a digit or
 # one of `.~+/=` (a word, `credentials_file`, `token-based`, holds none), or 24 of them or more
 # (a random token of letters alone), ending in a letter, a digit or base64's `=` padding (a
@@ -36,6 +36,7 @@ CREDENTIAL_HEADER = r"(?:authorization|x-api-key)"
 SCHEMES = ("basic", "bearer", "digest", "negotiate", "apikey")
 HEADER_VALUE = r"[^\s'\",;&\\<][^\s'\",;&\\]*"  # not a placeholder's `<token>`, nor `<redacted>`
 LINE_END = r"\s*(?:$|[\r\n'\",;}]|\\[rn])"
+QUOTED = r'"[^"\r\n\\]*"'  # a cookie's quoted value (RFC 6265's DQUOTE cookie-octets DQUOTE)
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials.
 # Up to the authority's last `@`, as urlsplit and the HTTP client read it: a password written
 # with a bare `@` (`p@ss`, not `p%40ss`) is still sent, and was shown from that `@` on. A `'`
@@ -49,14 +50,16 @@ REDACTIONS = (
     # (botocore's `{'Authorization': b'AWS4-…'}`), else a credential with or without its scheme
     # (`Authorization: Basic <b64>`), any value after a scheme that takes one (`Bearer abc`), and a value
     # of any length ending the header's line (`Authorization: hunter` and a line break, a quote or the
-    # text's end: a request echoed), not the words a server writes after the header's name
-    # (`Authorization: token rejected; check url`); a cookie's `name=value` pairs, all of its line
+    # text's end: a request echoed; after `Token` too, or `&`: `x-api-key=k&n=1`), not the words a server
+    # writes after the header's name (`Authorization: token rejected; check url`), nor a URL's query
+    # parameter (after `?` or `&`: its value ends at a space, the last pattern's); a cookie's `name=value`
+    # pairs, all of its line, a quoted value (`sid="abc"`, RFC 6265) whole
     (re.compile(rf"(?i)((?:{CREDENTIAL_HEADER}|cookie)['\"]?\s*[:=]\s*b?['\"])[^'\"}}]+"), r"\1<redacted>"),
-    (re.compile(rf"(?i)({CREDENTIAL_HEADER}\s*[:=]\s*)(?:(?:[a-z][a-z0-9-]*\s+)?{CREDENTIAL}"
-                rf"|(?:{'|'.join(SCHEMES)})\s+{HEADER_VALUE}|(?!(?:{'|'.join(KEY_STATES)})\b){HEADER_VALUE}"
-                rf"(?={LINE_END}))"), r"\1<redacted>"),
-    (re.compile(rf"(?i)(cookie\s*[:=]\s*)(?=[^\s=;,'\"\\]+=)[^\r\n'\"\\]*[^\s'\"\\](?={LINE_END})"),
-     r"\1<redacted>"),
+    (re.compile(rf"(?i)(?<![?&])({CREDENTIAL_HEADER}\s*[:=]\s*)(?:(?:[a-z][a-z0-9-]*\s+)?{CREDENTIAL}"
+                rf"|(?:{'|'.join(SCHEMES)})\s+{HEADER_VALUE}|(?:token\s+)?(?!(?:{'|'.join(KEY_STATES)})\b)"
+                rf"{HEADER_VALUE}(?={LINE_END}|&))"), r"\1<redacted>"),
+    (re.compile(rf"(?i)(cookie\s*[:=]\s*)(?=[^\s=;,'\"\\]+=)(?:{QUOTED}|[^\r\n'\"\\])*(?:{QUOTED}|[^\s'\"\\])"
+                rf"(?={LINE_END})"), r"\1<redacted>"),
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
