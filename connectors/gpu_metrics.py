@@ -11,7 +11,7 @@ Three origins (exactly one per source):
   (e.g. a relabelled `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
   connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails;
   each query tried up to `max_attempts` times, as CloudWatch's calls are, all of them, each metric's
-  and each piece's, within `deadline_seconds` (300 s, or timeout_seconds per metric when more): a
+  and each piece's, within `deadline_seconds` (300 s, or timeout_seconds per metric when more, at most 3600): a
   Prometheus that does not answer held the source max_attempts x timeout_seconds per metric, 7.5
   minutes by default, and serve's jobs with it);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch

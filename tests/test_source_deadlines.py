@@ -72,9 +72,13 @@ def test_slurmrestd_answering_slowly_ends_slurm_jobs_by_its_deadline(tmp_path, s
     ({"kind": "slurm-jobs", "url": "http://s:6820", "timeout_seconds": 600, "api_version": "v0.0.40"}, 600),
     ({"kind": "k8s-pods", "prometheus_url": "http://p:9090"}, 21 * 30),  # 17 pods' queries, 3 DCGM metrics', MIG's
     ({"kind": "k8s-pods", "prometheus_url": "http://p:9090", "dcgm_metrics": [], "namespaces": ["ml"]}, 18 * 30),
-    # 400 days at 60 s steps: 58 pieces of 10,001 points for each of 18 queries, one for each of 4 hourly ones
-    ({"kind": "k8s-pods", "prometheus_url": "http://p:9090", "lookback_hours": 9600, "cluster_label": "c"},
-     (18 * 58 + 4) * 30),
+    # 400 days at hourly steps: one piece for each of 18 queries and 4 hourly ones
+    ({"kind": "k8s-pods", "prometheus_url": "http://p:9090", "lookback_hours": 9600, "cluster_label": "c",
+      "step_seconds": 3600}, (18 + 4) * 30),
+    # at 60 s steps, 58 pieces of 10,001 points for each of the 18: (18 x 58 + 4) x 30 = 31,440 s, more than
+    # deadline_seconds may be set to: the most, 3600 (and 30 days at 15 s steps, 310 requests' 9,300 s)
+    ({"kind": "k8s-pods", "prometheus_url": "http://p:9090", "lookback_hours": 9600, "cluster_label": "c"}, 3600),
+    ({"kind": "k8s-pods", "prometheus_url": "http://p:9090", "step_seconds": 15, "lookback_hours": 720}, 3600),
     ({"kind": "k8s-pods", "prometheus_url": "http://p:9090", "timeout_seconds": 600, "deadline_seconds": 900}, 900)])
 def test_the_deadline_by_default_gives_each_request_its_timeout(source, deadline):
     config = parse_config({"inventory": [{"name": "jobs", **source}]})
