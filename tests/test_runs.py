@@ -735,3 +735,9 @@ def test_a_config_without_clusters_has_no_runs_and_says_so_with_exit_0(tmp_path)
     assert (table.exit_code, table.stdout, table.stderr) == (0, "", f"note: {note}\n")
     served = api_for(parse_config(config)).handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None)
     assert served.status == 200 and json.loads(served.body) == data
+    # one run on a lake no job record nor bill names it in: the same note, exit 0 (it was exit 2, `--since: no job
+    # record or bill in the lake names run 'r1'`), over `runs`' window
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(yaml.safe_dump({"lake": str(tmp_path / "empty-lake"), "sources": []}))
+    one = CliRunner().invoke(cli, ["--config", str(empty), "runs", "--run", "r1", "--format", "json"])
+    assert (one.exit_code, json.loads(one.stdout)["rows"], one.stderr) == (0, [], f"note: {note}\n"), one.output

@@ -65,7 +65,7 @@ from service.attribution.run_grouping import arranged, kept_by_state, state_note
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
                                             job_records, joined_clusters, run_span)
 from service.attribution.rollup_versions import READ_TABLES
-from service.attribution.run_query import RunsQuery
+from service.attribution.run_query import RUNS_SINCE, RunsQuery
 from service.attribution.run_result import GPU_HOURS_QUANTUM, RunRow, RunsResult
 from service.attribution.run_story import run_story
 from service.attribution.run_sums import run_sums
@@ -76,7 +76,7 @@ from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
-from service.core.timewindow import Window, utc_now
+from service.core.timewindow import Window, parse_window, utc_now
 
 HOUR = timedelta(hours=1)
 
@@ -86,7 +86,10 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     read in one snapshot of the lake: the run's span, its job records and costs of one state."""
     rules = config.rules if isinstance(config, Config) else {}  # the failed-reruns rule's: a story's figures
     if attribution_of(config).clusters is None:  # nothing places GPU instances' cost on jobs: no run to show
-        window = query.window or run_window(lake, query.run, query.naming)
+        try:
+            window = query.window or run_window(lake, query.run, query.naming)
+        except UsageError:  # no job record nor bill names the run: `runs`' window, no error (still no row)
+            window = parse_window(RUNS_SINCE, None, end=data_end(lake), naming=query.naming)
         return RunsResult(replace(query, window=window), (), (), sources=tuple(billing_data_through(lake).items()),
                           no_clusters=True)
     config = with_clusters(config)
