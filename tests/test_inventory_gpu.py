@@ -185,9 +185,10 @@ def test_the_sources_queries_end_by_its_deadline_retries_included(tmp_path, answ
     assert f"{url}/api/v1/query_range: the source's requests were not all answered within 2.5 s " \
            "(inventory[0].deadline_seconds), retries included — raise inventory[0].deadline_seconds" in \
            str(outcome.error), outcome.error
-    # none started past it, and the source ended near its 2.5 s, far from the 35 s of attempts without a
-    # deadline: the slack is the machine's load (a shared CI host), not the deadline's
-    assert took < 15 and all(when - began < 4 for when in asked), (took, asked)
+    # counted, not timed (a loaded CI host only slows each attempt): it stopped within the first metric's
+    # attempts (503: at 0 s, 0 s and 1 s, the next wait of 2 s past it; silent: at 0 s and 1 s), where 15 were
+    # asked without a deadline; its time, generously, below half of those 35 s
+    assert 0 < len(asked) < 5 and took < 35 / 2, (took, asked)
 
 
 @pytest.mark.parametrize("settings, deadline", [({}, 300), ({"timeout_seconds": 600}, 1800),
@@ -275,8 +276,9 @@ def test_the_cloudwatch_calls_end_by_the_sources_deadline(tmp_path, monkeypatch)
            "included — raise inventory[0].deadline_seconds, or read a shorter window (inventory[0].lookback_hours) " \
            "or fewer regions (inventory[0].regions)" in str(outcome.error), outcome.error
     assert str(outcome.error).startswith("region "), outcome.error
-    # the slack is the machine's load (a shared CI host), not the deadline's
-    assert took < 8 and 0 < len(asked) < len(REGIONS) and all(when - began < 4 for when in asked), (took, asked)
+    # counted, not timed (a loaded CI host only slows each call): each call takes 1 s or more, so none sent past
+    # 2.5 s leaves at most three of the twelve regions' calls
+    assert 0 < len(asked) <= 3, (took, asked)
 
 
 def test_a_cloudwatch_endpoint_not_answering_ends_by_the_deadline(tmp_path, monkeypatch):
@@ -292,7 +294,7 @@ def test_a_cloudwatch_endpoint_not_answering_ends_by_the_deadline(tmp_path, monk
         took = time.monotonic() - began
     assert "region us-east-1, namespace CWAgent: the source's requests were not all answered within 2.5 s " \
            "(inventory[0].deadline_seconds)" in str(outcome.error), outcome.error
-    assert took < 15, (took, outcome.error)  # five attempts of 60 s reads without
+    assert took < 60, (took, outcome.error)  # five attempts of 60 s reads without: generously, below one of them
 
 
 def test_local_files_add_instance_aggregates(tmp_path):
