@@ -254,11 +254,12 @@ def _records_holding(path: Path, holds: Callable[[str], bool], column: str | Non
 # Python's csv readers here (a jobs-file row by row, the lines a failed read names) read a field up to as
 # many characters, where their own default, 131,072, failed on a field DuckDB had read.
 MAX_LINE_BYTES = 2_000_000
+csv.field_size_limit(MAX_LINE_BYTES)  # the process's (the csv module's): set once, as this module is imported
 
 
 def csv_reader(lines: Iterable[str]) -> Iterator[list[str]]:
-    """csv.reader over `lines`, a field read up to MAX_LINE_BYTES characters (csv.Error past it)."""
-    csv.field_size_limit(MAX_LINE_BYTES)
+    """csv.reader over `lines`, a field read up to MAX_LINE_BYTES characters (csv.Error past it; the limit is set
+    once, as this module is imported)."""
     return csv.reader(lines)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from connectors.csvfile import MAX_LINE_BYTES, csv_reader
-from service.core.errors import DataError
+from service.core.errors import LONG_VALUE, DataError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -132,8 +132,7 @@ def records(path: Path, raw: IO[bytes], size: int, names: tuple[str, ...] | None
             raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
                             hint="write UTF-8 CSV (or Parquet) with a header row") from None
         raise DataError(f"line {line}: a field is over {MAX_LINE_BYTES:,} characters", where=str(path),
-                        hint="a quote left open runs on to a later line (close it); a value that long: write the "
-                             "file as Parquet") from None
+                        hint=f"that is {LONG_VALUE}") from None
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
                         hint="write UTF-8 CSV (or Parquet) with a header row") from None

@@ -44,7 +44,9 @@ def test_a_billing_line_over_what_duckdb_reads_names_the_file_the_line_and_what_
     [error] = failures(result)
     assert error.startswith(f"{path}: could not read the delivery: line 301: Maximum line size of 2000000 bytes "
                             "exceeded"), error[:300]
-    assert error.endswith("or a value that long (a resource's tags): deliver the export as Parquet"), error[-300:]
+    assert error.endswith("bytes but for a quote left open, which runs on to later lines (close it, or re-export the "
+                          "file), or a value that long (a resource's tags, a job's labels): deliver the file as "
+                          "Parquet"), error[-300:]
     assert result.failed[0].error.exit_code == 3
 
 
@@ -62,7 +64,9 @@ def jobs_csv(path: Path, characters: int) -> Path:
 
 @pytest.mark.parametrize("characters, said", [
     (200_000, "row 5 (line 6), column gpus: 'eight' is not a number"),  # the value at fault, read row by row
-    (2_100_000, "line 5: a field is over 2,000,000 characters — a quote left open runs on to a later line")])
+    (2_100_000, "line 5: a field is over 2,000,000 characters — that is a quote left open, which runs on to later "
+                "lines (close it, or re-export the file), or a value that long (a resource's tags, a job's labels): "
+                "deliver the file as Parquet")])
 def test_a_jobs_files_long_field_read_row_by_row_names_its_line_or_the_value_at_fault(tmp_path, characters, said):
     """A bad value makes the jobs-file read the file row by row (Python's csv), which failed at a field of 131,072
     characters: 'cannot read: Error: field larger than field limit (131072)', no line, the value at fault unsaid."""
@@ -76,3 +80,16 @@ def test_a_jobs_files_labels_of_200000_characters_are_read_whole(tmp_path):
     assert run(tmp_path, path).error is None
     assert [(job, len(labels["note"]) if "note" in labels else None) for job, labels in jobs(tmp_path, "job_id, labels")
             ][2:4] == [("j2", None), ("j3", 200_000)]
+
+
+def test_the_csv_field_limit_is_set_once_as_csvfile_is_imported_not_by_each_reader():
+    # csv.field_size_limit is the whole process's: csv_reader set it again on each call, over whatever was set since
+    from connectors.csvfile import MAX_LINE_BYTES, csv_reader
+
+    before = csv.field_size_limit()
+    try:
+        assert before == MAX_LINE_BYTES
+        csv.field_size_limit(1000)
+        assert list(csv_reader(["a,b\n"])) == [["a", "b"]] and csv.field_size_limit() == 1000
+    finally:
+        csv.field_size_limit(before)

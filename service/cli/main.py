@@ -12,7 +12,8 @@ import click
 
 from service.attribution import told_by
 from service.core.config import Config, load_config
-from service.core.errors import AGAIN, ResourceError, SpendlakeError, damaged_lake_file, os_error, resource_error
+from service.core.errors import (AGAIN, SHORT_OF_MEMORY, ResourceError, SpendlakeError, damaged_lake_file, os_error,
+                                 resource_error)
 from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
@@ -93,7 +94,7 @@ class SpendlakeGroup(SingleValueGroup):
         except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
             _fail(ctx, os_error(exc))
         except MemoryError:  # Python's own allocations under a memory limit (ulimit -v, a cgroup)
-            _fail(ctx, ResourceError("out of memory: the machine's memory (or the process's limit) ran short",
+            _fail(ctx, ResourceError(f"out of memory: {SHORT_OF_MEMORY}",
                                      hint=f"free memory or raise the limit (ulimit -v), {AGAIN}"))
         except Exception as exc:  # DuckDB could not read one of the lake's own files, or ran out of memory
             damaged = damaged_lake_file(exc) or _unnamed_damage(ctx.obj, exc) or _short_of(ctx, exc)

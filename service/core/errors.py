@@ -86,6 +86,7 @@ class ResourceError(SpendlakeError):
 
 
 AGAIN = "then run the command again; the previous data is intact"
+SHORT_OF_MEMORY = "the machine's memory (or the process's limit) ran short"  # out of memory's cause, however met
 DUCKDB_DETAIL = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
 STAGING = "the lake's _staging directory holds staged files and DuckDB's spill files"
 # errno → (what we call it, DuckDB's and the OS's words for it, what to do); DuckDB also says `"errno":"N"`
@@ -136,8 +137,8 @@ def out_of_memory(exc: BaseException, where: str, hint: str) -> ResourceError:
     is intact."""
     if resource := resource_error(exc, where):
         return resource
-    return ResourceError("out of memory while reading it: the machine's memory (or the process's limit) ran short, "
-                         "the file is not at fault", where=where, hint=f"{hint}; {AGAIN}")
+    return ResourceError(f"out of memory while reading it: {SHORT_OF_MEMORY}, the file is not at fault", where=where,
+                         hint=f"{hint}; {AGAIN}")
 
 
 @contextmanager
@@ -219,8 +220,7 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     elif hint is None and (saved := SPREADSHEET_TIME.search(text)):
         hint = spreadsheet_hint(saved.group(1) or saved.group(2))
     elif hint is None and (longest := LINE_TOO_LONG.search(text)):
-        hint = (f"no line of an export is over {int(longest.group(1)):,} bytes but for a quote left open, which runs "
-                "on (re-export the file), or a value that long (a resource's tags): deliver the export as Parquet")
+        hint = f"no line of an export is over {int(longest.group(1)):,} bytes but for {LONG_VALUE}"
     reason = reason or one_line(text)
     if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
         reason = reason[len(where) + 2:]
@@ -309,6 +309,9 @@ SANDBOX_REFUSAL = re.compile(r'Cannot access (?:file|directory) "(.+?)" - file s
 QUOTED_PATH = re.compile(r'"(/[^"]+)"')
 CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
 LINE_TOO_LONG = re.compile(r"Maximum line size of (\d+) bytes exceeded")  # DuckDB's max_line_size
+# what makes a CSV line (DuckDB's read) or field (Python's, a jobs file's) too long, and what to do
+LONG_VALUE = ("a quote left open, which runs on to later lines (close it, or re-export the file), or a value that "
+              "long (a resource's tags, a job's labels): deliver the file as Parquet")
 POSSIBLE_FIXES = re.compile(r"\nPossible (?:fixes|solutions):")
 # a time as Excel saves it (9/1/2024 0:00, 09/01/2024 12:00 AM) where the file's own format wants ISO 8601
 _US_TIME = r"\d{1,2}/\d{1,2}/\d{2,4}(?: \d{1,2}:\d\d(?::\d\d)?(?: ?[AP]M)?)?"
