@@ -1,7 +1,7 @@
-"""A plan's project and experiment against the lake's cost lines, which plan vs actual matches
+"""A plan's project, experiment and run against the lake's cost lines, which plan vs actual matches
 folded, as `attribute --where` does: each value spelt as the lines carry it, and what no line
-carries, alone or together, whose $0 actual is no saving (a misspelt value, or an experiment
-of another project)."""
+carries, alone or together, whose $0 actual is no saving (a misspelt value, or an experiment or
+a run of another project)."""
 
 from __future__ import annotations
 
