@@ -17,7 +17,8 @@ Three origins (exactly one per source):
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
   `InstanceId` dimension, per region; the `index` dimension is the GPU. All the regions' calls,
-  their attempts and backoffs, within the same `deadline_seconds` (aws_client.ends_by), each
+  their attempts and backoffs, within the same `deadline_seconds` (aws_client.ends_by; by default
+  timeout_seconds for two calls in each region when that is more than 300 s), each
   attempt's connect and reads within timeout_seconds: an endpoint not answering held the source
   max_attempts x botocore's 60 s connect and 60 s read per call, for every region;
 - `path`: CSV/Parquet files with the table's columns.
@@ -107,9 +108,9 @@ class GpuMetricsSource(InventorySource, RequestLimits):
     lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
 
     def requests(self) -> int:
-        """One Prometheus query for each metric: the default deadline's count, CloudWatch's calls' too
-        (timeout_seconds and deadline_seconds: RequestLimits)."""
-        return len(self.metrics)
+        """The default deadline's count (timeout_seconds and deadline_seconds: RequestLimits): one Prometheus
+        query for each metric; CloudWatch's list_metrics and get_metric_data calls, a page each, for each region."""
+        return 2 * max(1, len(self.regions)) if self.cloudwatch else len(self.metrics)
 
     def unread_settings(self) -> frozenset[str]:
         """A `path` source reads every row of its files: the API's window, series and labels are not read."""

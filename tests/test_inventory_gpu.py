@@ -193,7 +193,10 @@ def test_the_sources_queries_end_by_its_deadline_retries_included(tmp_path, answ
 
 @pytest.mark.parametrize("settings, deadline", [({}, 300), ({"timeout_seconds": 600}, 1800),
                                                ({"timeout_seconds": 200, "metrics": ["DCGM_FI_DEV_GPU_UTIL"]}, 300),
-                                               ({"timeout_seconds": 600, "deadline_seconds": 900}, 900)])
+                                               ({"timeout_seconds": 600, "deadline_seconds": 900}, 900),
+                                               # CloudWatch: two calls in each region (it counted the metrics: 300)
+                                               ({"prometheus_url": None, "cloudwatch": True, "timeout_seconds": 60,
+                                                 "regions": ["us-east-1", "eu-west-1", "ap-south-1"]}, 6 * 60)])
 def test_the_deadline_by_default_gives_each_metric_its_timeout(settings, deadline):
     """review51 item 5: a deadline of 300 s whatever timeout_seconds is cut a config with timeout_seconds raised to
     600 whose three metrics' queries each came in within it: by default it is one timeout_seconds a metric when
