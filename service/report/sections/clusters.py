@@ -1,6 +1,6 @@
-"""Report section of shared GPU clusters (README "Shared GPU clusters"): the month's top runs,
-what failed, cancelled and otherwise unfinished jobs cost, cost by job type per day, and each
-cluster's idle share.
+"""Report section of shared GPU clusters (README "Shared GPU clusters"): the month's top runs
+(with the eval cost `spendlake runs` gives each, beside its cost), what failed, cancelled and
+otherwise unfinished jobs cost, cost by job type per day, and each cluster's idle share.
 
 Every number comes from the allocation that `spendlake attribute`, `spendlake runs` and
 `cluster_usage` share, in the cost `report.clusters_cost` names: billed by default, as `spendlake
@@ -151,13 +151,16 @@ def top_runs(config: Config, lake: Lake, month: Window, top: int, cost: str = "b
     rows = [{"run": r.run, "team": r.values.get("team"), "project": r.values.get("project"),
              "job_type": r.values.get("job_type"), "cluster": r.values.get("cluster"), "jobs": r.jobs,
              "gpu_hours": r.gpu_hours, "state": r.state, "currency": r.currency, "cost": r.cost,
-             "idle_share_pct": None if r.idle_share is None else (r.idle_share * 100).quantize(Decimal("0.1"))}
+             "idle_share_pct": None if r.idle_share is None else (r.idle_share * 100).quantize(Decimal("0.1")),
+             "eval_cost": r.eval_cost}
             for r in result.rows if not r.folded_runs]
     return Table.top("top_runs", top, "runs, month to date", [
         Column("run", "run"), Column("team", "team"), Column("project", "project"), Column("job_type", "job type"),
         Column("cluster", "cluster"), Column("jobs", "jobs", "count"), Column("gpu_hours", "GPU-hours", "count"),
         Column("state", "last state"), Column("currency", "currency"), Column("cost", "month to date", "money"),
-        Column("idle_share_pct", "idle of its instances", "percent")], rows=rows, markdown=(("run",), "cost"),
+        Column("idle_share_pct", "idle of its instances", "percent"),
+        # last, as in `spendlake runs`' CSV: what the eval jobs naming the run cost, beside its cost, not in it
+        Column("eval_cost", "eval cost", "money")], rows=rows, markdown=(("run",), "cost"),
         notes=[NO_IDLE_SHARE] if any(r["currency"] and r["idle_share_pct"] is None for r in rows) else [])
 
 
