@@ -213,8 +213,8 @@ def test_a_day_before_the_first_bill_or_past_the_datas_end_says_so(lake):
     assert (october_2024["eu"]["status"], october_2024["eu"]["latest_period"]) == ("no data", None)  # bills from 2026
     after = report(root, config, "2026-11-15")
     first = {p.name: p.read_bytes() for p in after.iterdir()}
-    assert json.loads(first["report.json"])["notes"][0].startswith(
-        "The lake's billing data ends at 2026-09-11 01:00 UTC: spend after it is not in yet")
+    assert json.loads(first["report.json"])["notes"][0].startswith(  # a month past the data: it says so
+        "2026-11-15 is past the lake's billing data, which ends at 2026-09-11 01:00 UTC, before November 2026 begins")
     report(root, config, "2026-11-15")
     assert {p.name: p.read_bytes() for p in after.iterdir()} == first  # the same report twice: the same bytes
 

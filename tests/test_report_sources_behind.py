@@ -78,9 +78,10 @@ def test_a_purchase_dated_after_the_last_usage_line_is_named_in_the_data_end_not
         "yet, so this day's and this month's figures are incomplete, and no change against earlier days is shown "
         "(it would be no change in spend). Charges dated after it, or the part after it of those running past it (a "
         "monthly tax or fee to this day's end), are in the bill and in these figures: Purchase $5,000.00.")
-    # a day of the next month: the purchase is November's, not in December's figures
-    assert report_notes(config, "2026-12-02", tmp_path / "out")[0].startswith(
-        "The lake's billing data ends at 2026-11-05 00:00 UTC: spend after it is not in yet")
+    # a day of the next month: the purchase is November's, not in December's figures (the month past the data)
+    december = report_notes(config, "2026-12-02", tmp_path / "out")[0]
+    assert december.startswith("2026-12-02 is past the lake's billing data, which ends at 2026-11-05 00:00 UTC, before "
+                               "December 2026 begins: none of the month's usage") and "Purchase" not in december
 
 
 def test_a_monthly_charge_running_past_the_data_end_is_named_for_its_part_in_the_day(tmp_path):

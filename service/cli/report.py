@@ -18,6 +18,7 @@ def report_command(obj, day: str | None, out: str | None) -> None:
     """Write the daily report: HTML with charts, JSON, CSV per table and a Markdown summary."""
     from service.core.config_paths import check_outside_lake
     from service.core.coverage import empty_lake_error
+    from service.report.data import past_the_data
     from service.report.write import default_out, report_day, write_report
 
     lake = obj.lake
@@ -28,3 +29,6 @@ def report_command(obj, day: str | None, out: str | None) -> None:
         raise empty_lake_error(lake, nothing="no report written")
     result = write_report(obj.config, report_day(day, lake=lake), out)
     click.echo(f"report for {result.day.isoformat()}: {result.html}")
+    # exit 0 all the same: the lake holds data before the day, the report is written and its intro says it
+    if past := past_the_data(lake, result.day):
+        click.echo(f"warning: {past}", err=True)

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from service.attribution import prorate
 from service.core.config import Config
-from service.core.coverage import billing_data_through, data_end, usage_begins
+from service.core.coverage import billing_data_through, data_end, last_whole_day, usage_begins
 from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.timewindow import day_start, iso_utc, minute_text, month_name, month_text
 from service.core.units import cents, shown_money, titled
@@ -85,6 +85,15 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
                 f"there is no usage on {day.isoformat()} to report (a charge of the whole month, a tax or a fee, "
                 "counts its share of the day)."]
     end = data_end(lake)
+    if end is not None and end <= day_start(day.replace(day=1)):  # the whole month to date: a month past the data
+        later = charges_dated_after(lake, end, day)
+        said = past_the_end(day, end) + (" (its latest usage charge)" if later else "")
+        return [f"{said}, before {month_name(day)} begins: none of the month's usage is in the lake yet, so the "
+                "day's and the month to date's figures hold none of it (where they read $0.00, that is data not in "
+                "yet, not spend that stopped), and no change against earlier days is shown; "
+                f"{last_day_text(lake)}. Run `spendlake ingest` once the month's bills are delivered."
+                + (f" Charges dated after it, or the part after it of those running past it (a monthly tax or fee "
+                   f"to this day's end), are in the bill and in these figures: {later}." if later else "")]
     if end is not None and end < day_start(day) + timedelta(days=1):
         later = charges_dated_after(lake, end, day)
         return [f"The lake's billing data ends at {minute_text(end)} UTC"
@@ -94,6 +103,32 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
                 + (f" Charges dated after it, or the part after it of those running past it (a monthly tax or fee "
                    f"to this day's end), are in the bill and in these figures: {later}." if later else "")]
     return []
+
+
+def past_the_data(lake: Lake, day: date) -> str | None:
+    """What the report of a `day` wholly past the lake's billing data lacks, as `spendlake report`
+    says it on stderr (the report's intro at length: coverage_notes); None for a day the data
+    reaches into, or a lake without usage data (an empty lake writes no report)."""
+    end = data_end(lake)
+    if end is None or end > day_start(day):
+        return None
+    if end <= day_start(day.replace(day=1)):
+        lacks = (f", before {month_name(day)} begins: the report's figures hold none of the day's or the month's usage "
+                 "(where they read $0.00, that is data not in yet)")
+    else:
+        lacks = ": the report's figures hold none of the day's usage, and the month's only up to then"
+    return f"{past_the_end(day, end)}{lacks}; {last_day_text(lake)}"
+
+
+def past_the_end(day: date, end: datetime) -> str:
+    """`2027-01-05 is past the lake's billing data, which ends at 2026-12-06 11:00 UTC`."""
+    return f"{day.isoformat()} is past the lake's billing data, which ends at {minute_text(end)} UTC"
+
+
+def last_day_text(lake: Lake) -> str:
+    """Which day to report instead: the default day (report_day's), the data's last whole one."""
+    last = last_whole_day(lake)
+    return f"the last whole day of data is {last.isoformat()} (`spendlake report --date {last.isoformat()}`)"
 
 
 def charges_dated_after(lake: Lake, end: datetime, day: date) -> str:
