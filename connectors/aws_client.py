@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from connectors.http_json import Deadline
+from service.core.deadline import Deadline
 from service.core.errors import SourceError
 
 CREDENTIAL_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidToken",

@@ -44,7 +44,7 @@ from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_f
                                        rows_relation)
 from connectors.jobs_base import mig_fraction
 from connectors.prometheus_api import query_range
-from connectors.source_deadline import RequestLimits
+from service.core.source_deadline import RequestLimits
 from service.core.config import InventorySource
 from service.core.config_base import HttpUrl, exactly_one
 from service.core.errors import SourceError

@@ -36,12 +36,12 @@ import base64
 import email.utils
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 from connectors.http_deadline import bounded
 from service.core import json_text
+from service.core.deadline import Deadline, DeadlinePassed
 from service.core.errors import SourceError
 from service.core.logs import hide
 
@@ -50,33 +50,6 @@ BACKOFF_SECONDS = 0.5  # the first retry waits this long, each next one twice as
 MAX_BODY_BYTES = 512 * 1024 * 1024  # a job listing larger than this is not an answer we can hold
 CHUNK_BYTES = 1 << 16
 REDIRECTS = 5  # followed within one attempt, whatever max_attempts is
-
-
-class DeadlinePassed(SourceError):
-    """The source's Deadline ended its requests: what is left of them would be asked past it too."""
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """When all of a source's requests, their attempts and the waits between them, must be done by
-    (`at`, time.monotonic()); `seconds` and `setting` as errors name them (`inventory[0].deadline_seconds`)."""
-
-    at: float
-    seconds: float
-    setting: str
-
-    @classmethod
-    def after(cls, seconds: float, setting: str) -> Deadline:
-        return cls(time.monotonic() + seconds, seconds, setting)
-
-    def left(self) -> float:
-        return self.at - time.monotonic()
-
-    def overdue(self, where: str, smaller: str) -> DeadlinePassed:
-        """The source's error once it has passed: its requests at `where`; `smaller`, what asks less of them."""
-        return DeadlinePassed(f"the source's requests were not all answered within {self.seconds:g} s "
-                              f"({self.setting}), retries included", where=where,
-                              hint=f"raise {self.setting}, or {smaller}")
 
 
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,

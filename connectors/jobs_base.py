@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import duckdb
 from pydantic import Field, field_validator
 
-from connectors.source_deadline import RequestLimits
+from service.core.source_deadline import RequestLimits
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
 from service.core.files import hidden_folder

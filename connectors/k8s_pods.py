@@ -38,12 +38,12 @@ from pydantic import Field, field_validator, model_validator
 
 from connectors.aws_sigv4 import Signer, Sigv4, check_sigv4, prometheus_access
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
-from connectors.http_json import Deadline
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
 from connectors.k8s_pod_records import SHARED_GPU, WHOLE_GPUS, PodTable, resource_label
 from connectors.prometheus_api import Series, pieces, query_range
 from service.core.config_base import HttpUrl
+from service.core.deadline import Deadline
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 from service.core.timewindow import minute_text

@@ -15,7 +15,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from connectors.aws_sigv4 import Signer
-from connectors.http_json import Deadline, get_json, under
+from connectors.http_json import get_json, under
+from service.core.deadline import Deadline
 from service.core.errors import SourceError
 
 MAX_POINTS = 10_000

@@ -28,7 +28,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 from pydantic import Field, field_validator, model_validator
 
-from connectors.http_json import Deadline, DeadlinePassed, get_json, under
+from connectors.http_json import get_json, under
+from service.core.deadline import Deadline, DeadlinePassed
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, said_ahead, source_files
 from connectors.sacct_files import file_attempts, instant_times

@@ -1,5 +1,5 @@
 """deadline_seconds of k8s-pods and slurm-jobs over slurmrestd: all of a run's requests, their attempts
-and the waits between them, end by it (connectors/source_deadline.py), as gpu-metrics' Prometheus
+and the waits between them, end by it (service/core/source_deadline.py), as gpu-metrics' Prometheus
 queries do (tests/test_inventory_gpu.py): same key, same default rule, same message."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ Prometheus queries or CloudWatch calls, k8s-pods', slurm-jobs' slurmrestd), decl
 default and check.
 
 `timeout_seconds` bounds each request's attempt, its whole answer; `deadline_seconds` all of a
-run's requests together, their attempts and the waits between them (connectors/http_json.py
+run's requests together, their attempts and the waits between them (service/core/deadline.py
 `Deadline`): a server not answering held a source `max_attempts` x `timeout_seconds` and the
 backoffs for each of its requests (k8s-pods asks some twenty: 50 minutes by default), and serve's
 jobs behind it. By default it is 300 s, or one `timeout_seconds` for each request a run makes when
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from connectors.http_json import Deadline
 from service.core.config_base import NestedValueError, Strict
+from service.core.deadline import Deadline
 
 DEFAULT_DEADLINE = 300.0  # seconds, for all of a source's requests (deadline_seconds)
 MAX_DEADLINE = 3600.0  # the most deadline_seconds may be, and its default
