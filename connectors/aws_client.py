@@ -5,7 +5,7 @@ Clients use the standard credential chain and the standard retry mode: throttlin
 `max_attempts`. Errors become a SourceError that names the API action and the resource,
 and says what to do next (refresh credentials, grant the action, check the config path).
 A client may be given a timeout for each attempt's connect and reads, and a deadline over all of
-its calls (`ends_by`).
+its calls (`ends_by`); `held_client` gives it both from a source's timeout_seconds and deadline.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ CREDENTIAL_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestE
                               "InvalidAccessKeyId", "SignatureDoesNotMatch", "TokenRefreshRequired",
                               "UnrecognizedClientException", "InvalidClientTokenId"})
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "403", "AllAccessDisabled"})
+MIN_ATTEMPT_SECONDS = 0.1  # an attempt's connect and reads at least (what is left of the deadline)
 
 
 def make_client(service: str, *, config_path: str, region: str | None = None, profile: str | None = None,
@@ -48,6 +49,17 @@ def ends_by(client: Any, deadline: Deadline, where: str, smaller: str) -> Any:
     client.meta.events.register_first("before-send", past)  # before moto's stand-in, in tests
     client.meta.events.register_first("needs-retry", past)
     return client
+
+
+def held_client(service: str, settings: Any, *, config_path: str, region: str | None, deadline: Deadline,
+                where: str, smaller: str) -> Any:
+    """A client of `service` with a source's `settings` (profile, endpoint_url, max_attempts, and
+    timeout_seconds for each attempt's connect and reads, or what is left of `deadline` when less),
+    its calls held to `deadline` (ends_by, `where` and `smaller` as it names them)."""
+    timeout = max(min(settings.timeout_seconds, deadline.left()), MIN_ATTEMPT_SECONDS)
+    client = make_client(service, config_path=config_path, region=region, profile=settings.profile,
+                         endpoint_url=settings.endpoint_url, max_attempts=settings.max_attempts, timeout=timeout)
+    return ends_by(client, deadline, where, smaller)
 
 
 def default_region(profile: str | None, config_path: str) -> str:

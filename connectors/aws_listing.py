@@ -3,6 +3,8 @@
 Each lists its API once per configured region (paginated, read-only), or reads a local
 `path` instead: the JSON that the AWS CLI prints for that API, or CSV/Parquet files with the
 table's columns. A connector names its API and turns what it lists into rows of its table.
+All the regions' calls, their attempts and backoffs, end by the source's `deadline_seconds`, each
+attempt's connect and reads by `timeout_seconds` (AwsListingSource, aws_client.held_client).
 """
 
 from __future__ import annotations
@@ -15,11 +17,22 @@ from typing import Any, ClassVar
 
 import duckdb
 
-from connectors.aws_client import aws_error, default_region, make_client
+from connectors.aws_client import aws_error, default_region, held_client
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart, SourceT, cli_dump_part, local_files, rows_relation
+from service.core.config import InventorySource
+from service.core.deadline import Deadline
+from service.core.source_deadline import RequestLimits
 
 # What one region (None for a local file) listed.
 Listed = list[tuple[str | None, list[dict[str, Any]]]]
+
+
+class AwsListingSource(InventorySource, RequestLimits):
+    """What a listing source takes: timeout_seconds and deadline_seconds (RequestLimits) too."""
+
+    def requests(self) -> int:
+        """The default deadline's count: one listing in each region, a page each."""
+        return max(1, len(self.regions))
 
 
 @dataclass(frozen=True)
@@ -55,15 +68,17 @@ class AwsListing(FileOrApiConnector[SourceT]):
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:
             return [self._from_file(con, path) for path in local_files(self.config.path, f"{self.config_path}.path")]
-        listed: Listed = [(region, list(self._pages(region)))
+        deadline = self.config.start_deadline(self.config_path)  # all regions' calls
+        listed: Listed = [(region, list(self._pages(region, deadline)))
                           for region in self.config.regions or (default_region(self.config.profile, self.config_path),)]
         return [SnapshotPart(self.table, rows_relation(con, self.table, self.rows(listed)))]
 
-    def _pages(self, region: str) -> Iterator[dict[str, Any]]:
+    def _pages(self, region: str, deadline: Deadline) -> Iterator[dict[str, Any]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        client = make_client(self.api.client, config_path=self.config_path, region=region, profile=self.config.profile,
-                             endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
+        client = held_client(self.api.client, self.config, config_path=self.config_path, region=region,
+                             deadline=deadline, where=f"region {region}",
+                             smaller=f"list fewer regions ({self.config_path}.regions)")
         try:
             for page in client.get_paginator(self.api.operation).paginate(**self.parameters()):
                 yield from page.get(self.api.list_key, [])

@@ -15,8 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from connectors.aws_client import region_of
-from connectors.aws_listing import AwsApi, AwsListing, Listed
-from service.core.config import InventorySource
+from connectors.aws_listing import AwsApi, AwsListing, AwsListingSource, Listed
 from service.core.registry import Feeds
 
 
@@ -38,7 +37,7 @@ def tag_rows(mappings: list[dict[str, Any]], region: str | None, seen: set[str])
     return rows
 
 
-class AwsTagsSource(InventorySource):
+class AwsTagsSource(AwsListingSource):
     """Resource Groups Tagging API GetResources → resource_tags."""
 
     resource_types: tuple[str, ...] = Field(default=(), description="ResourceTypeFilters, e.g. ec2:instance")

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from connectors.aws_client import region_of
-from connectors.aws_listing import AwsApi, AwsListing, Listed
+from connectors.aws_listing import AwsApi, AwsListing, AwsListingSource, Listed
 from connectors.inventory_base import from_epoch_ms
-from service.core.config import InventorySource
 from service.core.registry import Feeds
 
 
@@ -29,7 +28,7 @@ def log_group_row(group: dict[str, Any], region: str | None) -> dict[str, Any]:
     }
 
 
-class CloudWatchLogsSource(InventorySource):
+class CloudWatchLogsSource(AwsListingSource):
     """DescribeLogGroups → log_groups."""
 
     name_prefix: str | None = None

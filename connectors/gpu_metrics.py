@@ -38,7 +38,7 @@ from typing import Any, Literal
 import duckdb
 from pydantic import Field, model_validator
 
-from connectors.aws_client import aws_error, default_region, ends_by, make_client
+from connectors.aws_client import aws_error, default_region, held_client
 from connectors.aws_sigv4 import Sigv4, check_sigv4, prometheus_access
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
@@ -54,7 +54,6 @@ from service.core.units import naive_utc
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
 RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
 CLOUDWATCH_QUERIES_PER_CALL = 500  # GetMetricData's limit
-MIN_ATTEMPT_SECONDS = 0.1  # a CloudWatch attempt's connect and reads at least (what is left of the deadline)
 
 
 def window(now: datetime, lookback_hours: int) -> tuple[datetime, datetime]:
@@ -195,11 +194,9 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         deadline = c.start_deadline(self.config_path)  # all regions' calls
         for region in c.regions or (default_region(c.profile, self.config_path),):
             where = f"region {region}, namespace {c.cloudwatch_namespace}"
-            client = ends_by(make_client("cloudwatch", config_path=self.config_path, region=region, profile=c.profile,
-                                         endpoint_url=c.endpoint_url, max_attempts=c.max_attempts,
-                                         timeout=max(min(c.timeout_seconds, deadline.left()), MIN_ATTEMPT_SECONDS)),
-                             deadline, where, f"read a shorter window ({self.config_path}.lookback_hours) or fewer "
-                                          f"regions ({self.config_path}.regions)")
+            client = held_client("cloudwatch", c, config_path=self.config_path, region=region, deadline=deadline,
+                                 where=where, smaller=f"read a shorter window ({self.config_path}.lookback_hours) or "
+                                                     f"fewer regions ({self.config_path}.regions)")
             action = "cloudwatch:ListMetrics"
             try:
                 metrics = [m for page in client.get_paginator("list_metrics").paginate(

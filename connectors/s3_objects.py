@@ -13,6 +13,8 @@ The ETag's `-N` suffix marks a multipart upload of N parts. Lifecycle comes from
 `s3:GetLifecycleConfiguration` for every bucket read through the API
 (NoSuchLifecycleConfiguration → `none`), or from `lifecycle_path`, a local JSON object
 `{bucket: {"Rules": [...]} or null}`.
+All of a run's S3 calls, their attempts and backoffs, end by `deadline_seconds` (from the first), each
+attempt's connect and reads by `timeout_seconds` (aws_client.held_client).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 import duckdb
 from pydantic import Field, model_validator
 
-from connectors.aws_client import aws_error, default_region, make_client
+from connectors.aws_client import aws_error, default_region, held_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from service.core import json_text
@@ -35,6 +37,7 @@ from service.core.config_base import Strict
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.registry import Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
+from service.core.source_deadline import RequestLimits
 from service.core.units import naive_utc
 
 # S3 Inventory CSV field (fileSchema) → Parquet column, for the fields we keep.
@@ -83,7 +86,7 @@ class S3Location(Strict):
     prefixes: tuple[str, ...] = ("",)
 
 
-class S3ObjectsSource(InventorySource):
+class S3ObjectsSource(InventorySource, RequestLimits):
     """ListObjectsV2 and S3 Inventory reports → s3_objects; lifecycle rules → s3_buckets."""
 
     buckets: tuple[S3Location, ...] = ()
@@ -92,6 +95,12 @@ class S3ObjectsSource(InventorySource):
     lifecycle: bool = Field(default=True, description="read GetBucketLifecycleConfiguration of each bucket")
     lifecycle_path: str | None = Field(
         default=None, description="local JSON {bucket: lifecycle configuration or null} instead of the API")
+
+    def requests(self) -> int:
+        """The default deadline's count: a listing of each bucket's prefix and its lifecycle, an S3 Inventory
+        manifest and one data file of it, a page each."""
+        lifecycles = len(self.buckets) if self.lifecycle and not self.lifecycle_path else 0
+        return sum(len(b.prefixes) for b in self.buckets) + lifecycles + 2 * len(self.inventory_manifests)
 
     @model_validator(mode="after")
     def _reads_something(self) -> S3ObjectsSource:
@@ -113,8 +122,9 @@ class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
         if self._client is None:
             c = self.config
             region = c.regions[0] if c.regions else default_region(c.profile, self.config_path)
-            self._client = make_client("s3", config_path=self.config_path, region=region, profile=self.config.profile,
-                                       endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
+            self._client = held_client("s3", c, config_path=self.config_path, region=region,
+                                       deadline=c.start_deadline(self.config_path), where=f"region {region}",
+                                       smaller=f"read fewer buckets or prefixes ({self.config_path}.buckets)")
         return self._client
 
     def local_paths(self) -> list[Path]:

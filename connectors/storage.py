@@ -3,7 +3,8 @@
 Connectors list and fetch through this one class, so local and S3 sources behave alike.
 S3 goes through boto3 with the standard credential chain and the standard retry mode
 (SlowDown, throttling and 5xx are retried; `max_attempts` counts every attempt, the first
-included, as AWS_MAX_ATTEMPTS does: botocore's own `max_attempts` would add one). Errors
+included, as AWS_MAX_ATTEMPTS does: botocore's own `max_attempts` would add one), each attempt's
+connect and reads within `timeout_seconds`, all the ingest's calls within `deadline_seconds`. Errors
 name the action and the `s3://bucket/key`, and say how to fix credentials. Downloads get a hashed local
 name, so a key such as `../../x` can never place a file outside the scratch directory.
 """
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from connectors.aws_client import DENIED_CODES, aws_error, make_client
+from connectors.aws_client import DENIED_CODES, aws_error, held_client
 from connectors.file_versions import local_version, stat_version
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
@@ -65,9 +66,10 @@ class Storage:
     @property
     def client(self):
         if self._client is None:
-            c = self.config
-            self._client = make_client("s3", config_path=f"{c.config_path}", region=c.region, profile=c.profile,
-                                       endpoint_url=c.endpoint_url, max_attempts=c.max_attempts)
+            c = self.config  # its deadline from the first call: all of this ingest's are held to it
+            self._client = held_client("s3", c, config_path=c.config_path, region=c.region,
+                                       deadline=c.start_deadline(c.config_path), where=c.location,
+                                       smaller=f"point {c.config_path}.location at a narrower prefix")
         return self._client
 
     def _s3_error(self, exc: Exception, action: str, key: str) -> SourceError:

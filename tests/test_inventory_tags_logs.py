@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from moto import mock_aws
 
-import connectors.aws_listing as aws_listing
+import connectors.aws_client as aws_client
 import service.core.snapshot_ledger as snapshot_ledger
 from inventory_support import no_retry_wait, throttle_first  # noqa: F401 (fixture)
 from service.cli.main import cli
@@ -84,7 +84,7 @@ def test_tags_rerun_same_day_replaces_snapshot(tmp_path):
 @mock_aws
 def test_throttled_past_max_attempts_fails_and_names_the_action(tmp_path, monkeypatch, no_retry_wait):
     make_tagged_resources()
-    throttle_first(aws_listing, monkeypatch, "GetResources", times=100)
+    throttle_first(aws_client, monkeypatch, "GetResources", times=100)
     config = config_for(tmp_path, {"name": "tags", "kind": "aws-tags", "max_attempts": 3})
     [outcome] = run_inventory(config, now=NOW)
     assert "tag:GetResources" in str(outcome.error) and "max_attempts" in str(outcome.error)
@@ -127,7 +127,7 @@ def test_log_groups_paginate_all_120_with_retention_and_size(tmp_path):
 @mock_aws
 def test_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_retry_wait, kind, make, operation, count):
     make()
-    calls = throttle_first(aws_listing, monkeypatch, operation, times=2)
+    calls = throttle_first(aws_client, monkeypatch, operation, times=2)
     [outcome] = run_inventory(config_for(tmp_path, {"name": "listing", "kind": kind}), now=NOW)
     assert outcome.error is None, outcome.error
     assert len(calls) == 2 + 3  # two throttled, then three pages of at most 50 (moto's page size)

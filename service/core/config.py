@@ -24,6 +24,7 @@ from service.core.config_file import check_sizes, find_config, no_config_error, 
 from service.core.config_paths import anchored, check_outside_lake, read_locations, within
 from service.core.config_plugins import by_kind, by_rule
 from service.core.errors import ConfigError
+from service.core.source_deadline import MAX_DEADLINE, RequestLimits
 from service.core.validation import plain_errors
 
 DEFAULT_LAKE = "./spendlake-data/lake"
@@ -31,9 +32,11 @@ DEFAULT_LAKE = "./spendlake-data/lake"
 KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 
 
-class SourceConfig(SourceEntry):
+class SourceConfig(SourceEntry, RequestLimits):
     """One billing export to ingest: what every billing kind takes. A connector whose kind
-    takes more subclasses it beside its code and declares it as its `config_model`."""
+    takes more subclasses it beside its code and declares it as its `config_model`. On S3,
+    timeout_seconds bounds each attempt's connect and each read, deadline_seconds all of an
+    ingest's calls of the source (connectors/storage.py)."""
 
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
     kind: str = Field(pattern=KIND_PATTERN, description="a billing connector kind, e.g. aws-cur2 or focus")
@@ -48,6 +51,12 @@ class SourceConfig(SourceEntry):
     @property
     def is_s3(self) -> bool:
         return self.location.startswith("s3://")
+
+    @property
+    def deadline(self) -> float:
+        """deadline_seconds, else MAX_DEADLINE: the calls an ingest makes (a listing, a GET for each file,
+        a ranged GET for each 8 MB of a large one) are known only once it has listed, so none are counted."""
+        return self.deadline_seconds or MAX_DEADLINE
 
 
 class ReportConfig(Strict):
