@@ -58,3 +58,33 @@ def test_a_lake_named_through_a_link_is_named_as_the_lake_too(tmp_path):
     assert unpathed(f"{tmp_path / 'lake' / '_locks'} is held") == "the lake's _locks is held"
     assert unpathed(f"no reports yet: {tmp_path / 'reports'} does not exist") == \
         "no reports yet: the reports folder does not exist"
+
+
+def test_a_sources_local_location_is_said_by_its_name_over_http_and_an_s3_one_as_it_is(tmp_path):
+    """/api/v1/status' `last_error` of a source said its local location (`/srv/exports/focus: no such file
+    or directory`, a file of it) to any holder of the token; now `source bill's location`. An s3:// location is
+    no path of the server's: it is said as it is (as is a path ending in a served folder's: `s3://b/<lake>`)."""
+    from click.testing import CliRunner
+    import yaml
+
+    from service.cli.main import cli
+
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "tags.json").write_text("not json")
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "bill", "kind": "focus", "location": str(tmp_path / "exports" / "focus")},
+        {"name": "cloud", "kind": "focus", "location": "s3://bills/focus"}], "inventory": [
+        {"name": "tags", "kind": "aws-tags", "path": str(tmp_path / "inventory")}]}))
+    for command in ("ingest", "inventory"):
+        assert CliRunner().invoke(cli, ["--config", str(path), command, "--source", "bill" if command == "ingest"
+                                        else "tags"]).exit_code == 3
+    config = load_config(path)
+    answer = api_for(config, token=TOKEN).handle("/api/v1/status", {}, f"Bearer {TOKEN}")
+    errors = {row["source"]: row["last_error"] for row in json.loads(answer.body)["sources"] if row.get("last_error")}
+    assert errors["bill"].startswith("source bill's location: no such file or directory"), errors
+    assert errors["tags"].startswith("source tags's location's tags.json: "), errors
+    assert str(tmp_path) not in answer.body.decode(), answer.body
+    unpathed = Unpathed.of(config, config.lake)
+    said = f"s3://bills/focus/x.csv: access denied; s3://other{tmp_path}/exports/focus/y.csv is another bucket's"
+    assert unpathed(said) == said
