@@ -145,3 +145,24 @@ def test_a_billing_sources_deadline_below_its_timeout_is_a_config_error():
         parse_config({"sources": [{"name": "cur", "kind": "aws-cur", "location": "s3://b/cur", "timeout_seconds": 120,
                                    "deadline_seconds": 60}]})
     assert "sources[0].deadline_seconds: 60 s is less than timeout_seconds (120 s)" in raised.value.message
+
+
+def test_a_large_objects_ranged_gets_end_by_the_deadline_too(tmp_path, monkeypatch, aws):
+    """An object over the transfer's multipart threshold is fetched in ranged GETs on the transfer's threads:
+    past the deadline none is sent, and the deadline's error is what the download raises (not a retried
+    'download failed')."""
+    from connectors.storage import Storage
+    from service.core.deadline import DeadlinePassed
+
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket="bills")
+    client.put_object(Bucket="bills", Key="focus/big.csv", Body=b"x" * (9 << 20))  # two 8 MB ranges
+    config = parse_config({"sources": [{"name": "bill", "kind": "focus", "location": "s3://bills/focus",
+                                        "region": "us-east-1", "timeout_seconds": 1, "deadline_seconds": 2.5}]})
+    storage = Storage(config.sources[0])
+    [big] = storage.list()
+    time.sleep(2.6)  # the listing, and whatever else the ingest did, took the deadline
+    sent = slowed(monkeypatch, S3Response, "get_object")
+    with pytest.raises(DeadlinePassed) as raised:
+        storage.local_copy(big, tmp_path)
+    assert DEADLINE.format("sources[0]") in str(raised.value) and not sent, sent
