@@ -147,6 +147,17 @@ def test_a_billing_sources_deadline_below_its_timeout_is_a_config_error():
     assert "sources[0].deadline_seconds: 60 s is less than timeout_seconds (120 s)" in raised.value.message
 
 
+def test_a_billing_sources_deadline_may_be_raised_to_a_day_for_a_delivery_of_hours_of_downloads():
+    # an hour by default: a delivery whose files take longer could never be read from S3 at an hour's cap
+    source = {"name": "cur", "kind": "aws-cur", "location": "s3://b/cur"}
+    assert parse_config({"sources": [{**source, "deadline_seconds": 6 * 3600}]}).sources[0].deadline == 6 * 3600
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"sources": [{**source, "deadline_seconds": 90_000}]})
+    assert "sources[0].deadline_seconds" in raised.value.message and "86400" in raised.value.message, raised.value
+    with pytest.raises(ConfigError):  # an inventory kind's stays at an hour
+        parse_config({"inventory": [{"name": "t", "kind": "aws-tags", "regions": REGIONS, "deadline_seconds": 7200}]})
+
+
 def test_a_large_objects_ranged_gets_end_by_the_deadline_too(tmp_path, monkeypatch, aws):
     """An object over the transfer's multipart threshold is fetched in ranged GETs on the transfer's threads:
     past the deadline none is sent, and the deadline's error is what the download raises (not a retried

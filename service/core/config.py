@@ -30,6 +30,7 @@ from service.core.validation import plain_errors
 DEFAULT_LAKE = "./spendlake-data/lake"
 
 KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+MAX_BILLING_DEADLINE = 24 * 3600.0  # seconds: deadline_seconds of a billing source at most
 
 
 class SourceConfig(SourceEntry, RequestLimits):
@@ -47,6 +48,11 @@ class SourceConfig(SourceEntry, RequestLimits):
     max_attempts: int = Field(default=5, ge=1, le=20)
     freshness_hours: int = Field(default=36, ge=1, le=24 * 3650, description="stale (report, status, /readyz, alert) when "
                                  "the data or the last successful ingest is older than this")
+    # an hour by default, as the inventory kinds at most; a delivery whose files take longer to download
+    # (a first backfill of a very large export) needs it raised, up to a day
+    deadline_seconds: float | None = Field(default=None, gt=0, le=MAX_BILLING_DEADLINE, description=(
+        "all of an ingest's S3 calls of the source, their attempts and backoffs; at least timeout_seconds "
+        "(default: 3600, at most 86400)"))
 
     @property
     def is_s3(self) -> bool:
