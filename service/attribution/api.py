@@ -81,7 +81,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded, folded_forms
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
-from service.core.suggest import near_miss, suggestion
+from service.core.suggest import near_miss, ranked, suggestion
 from service.core.timewindow import Window
 from service.core.units import OTHER
 
@@ -278,13 +278,15 @@ def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[st
 def _unmatched(session, where: Mapping[str, Sequence[str]]
                ) -> tuple[tuple[tuple[str, str, str], ...], frozenset[tuple[str, str]]]:
     """Each filter value that no line of the lake carries (a typo, most often), with the
-    dimension's closest known values; and those of them a known value nearly spells."""
+    dimension's closest known values (none close: the known ones, the likeliest first, `ranked`:
+    a plan's renamed run r1 names r1-renamed first); and those of them a known value nearly spells."""
     if not where:
         return (), frozenset()
     known: dict[str, list[str]] = defaultdict(list)
     for (dim, _), spelling in session.spellings(list(where)).items():
         known[dim].append(spelling)
-    unmatched = tuple((dim, value, suggestion(value, known[dim], f"{dim} values"))
+    unmatched = tuple((dim, value, suggestion(value, known[dim], f"{dim} values",
+                                                  first=ranked(value, known[dim])))
                       for dim, values in where.items() for value in values
                       if folded(value) not in {folded(k) for k in known[dim]})
     return unmatched, frozenset((dim, value) for dim, value, _ in unmatched if near_miss(value, known[dim]))

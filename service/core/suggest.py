@@ -10,6 +10,7 @@ from service.core.output import one_line
 
 SHOWN = 10  # known names listed when none is close
 NEAR = 0.8  # difflib's ratio from which a name is taken for a typo of a known one (nlpp: nlp 0.86)
+ALIKE = 0.4  # difflib's ratio from which `ranked` lists a name before the unlike ones (r1: r2 0.5, ev1 0.4)
 SEPARATORS = re.compile(r"[\W_]+")
 
 
@@ -19,6 +20,24 @@ def closest(word: str, known: Iterable[str], n: int = 3) -> list[str]:
     for name in known:
         by_lower.setdefault(name.lower(), name)
     return [by_lower[m] for m in difflib.get_close_matches(word.strip().lower(), list(by_lower), n=n, cutoff=0.6)]
+
+
+def ranked(word: str, known: Iterable[str]) -> list[str]:
+    """The known names, the most like `word` first, for `suggestion`'s `first` when none may be
+    close enough for `closest` (a renamed run: r1 and r1-renamed, 0.33): those holding `word` or
+    held in it (case and separators aside), then those of difflib's ratio ALIKE or more (the
+    higher first), then the others; each tier sorted."""
+    bare = SEPARATORS.sub("", word.lower())
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(word.strip().lower())  # as get_close_matches: the cheap bounds first
+
+    def key(name: str) -> tuple:
+        other = SEPARATORS.sub("", name.lower())
+        matcher.set_seq1(name.lower())
+        ratio = matcher.ratio() if matcher.real_quick_ratio() >= ALIKE and matcher.quick_ratio() >= ALIKE else 0
+        return not (bare and other and (bare in other or other in bare)), -ratio if ratio >= ALIKE else 0, name
+
+    return sorted(set(known), key=key)
 
 
 def near_miss(word: str, known: Iterable[str]) -> bool:
