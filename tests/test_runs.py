@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from urllib.parse import parse_qs
 
@@ -329,6 +329,26 @@ def test_a_lake_without_a_bill_shows_the_runs_of_its_job_records(tmp_path):
     csv_out = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", "2026-11-02", "--until",
                                        "2026-11-03", "--format", "csv", "--state", "completed"])
     assert csv_out.stdout.splitlines()[1].startswith("r7,nlp,llm,"), csv_out.output
+
+
+def test_runs_without_since_on_a_lake_without_a_bill_ends_at_a_whole_hour_not_the_wall_clocks_microsecond(tmp_path):
+    # break52c item 8: with no data's end, the last 7 days ended at utc_now(): since
+    # "2026-11-30T07:23:29.528071Z"; they end at the whole hour after it, as a run's own span does
+    from service.core.lake import Lake
+    from tests.attribution_helpers import add_jobs
+
+    now = datetime(2026, 12, 7, 7, 23, 29, 528071, tzinfo=timezone.utc)
+    assert RunsQuery.parse(since=None, now=now).window == parse_window("2026-11-30T08:00Z", "2026-12-07T08:00Z")
+    assert RunsQuery.parse(since=None, until="now", now=now).window.until == now  # typed: as typed
+    lake = Lake(tmp_path / "lake")
+    add_jobs(lake, [job("7", 8, "2026-11-02T10:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r7")])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    since, until = (datetime.fromisoformat(data[key].replace("Z", "+00:00")) for key in ("since", "until"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:00:00Z", data["since"]) and until - since == timedelta(days=7), data
 
 
 def test_a_run_in_two_clusters_lists_both_and_attribute_splits_its_cost_per_cluster(tmp_path):

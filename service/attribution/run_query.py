@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from service.attribution.query import Naming, cli_option, listed_once, top_rows
 from service.attribution.sql import MEASURES
@@ -16,7 +16,7 @@ from service.core.errors import UsageError
 from service.core.job_states import STATE_SYNONYMS, STATES
 from service.core.output import quoted
 from service.core.suggest import suggestion
-from service.core.timewindow import Window, data_anchored, parse_window, utc_now
+from service.core.timewindow import Window, data_anchored, fixed_end, parse_window, utc_now
 
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
 RUNS_SINCE = "7d"  # the window's start when `runs --since` or the API's `since` is not given (nor `run`)
@@ -41,8 +41,10 @@ class RunsQuery:
               run: str | None = None, now: datetime | None = None, end: datetime | None = None,
               naming: Naming = cli_option) -> RunsQuery:
         """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
-        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end);
-        without `since`, `run`'s window is its own span (`run_window`), else the last RUNS_SINCE."""
+        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end), and
+        with no data (a lake without a bill) at the whole hour after `now`, as a run's own span ends
+        (`run_window`), not at the wall clock's microsecond; without `since`, `run`'s window is its
+        own span (`run_window`), else the last RUNS_SINCE."""
         if not since and not (run or "").strip():
             since = RUNS_SINCE
         if not since and until:
@@ -62,9 +64,16 @@ class RunsQuery:
         if not since:  # one run: its own span, found in the lake by `runs`
             return cls(None, groups, states, top_n, cost or "billed", run.strip(), naming=naming)
         now = now or utc_now()
+        end = end or (None if fixed_end(until) else hour_after(now))
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
                    cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming),
                    naming, bool(until))
+
+
+def hour_after(moment: datetime) -> datetime:
+    """The whole hour at or after `moment` (12:00 for 11:23:29.528071)."""
+    hour = moment.replace(minute=0, second=0, microsecond=0)
+    return hour if hour == moment else hour + timedelta(hours=1)
 
 
 def _job_state(text: str, where: str) -> str:

@@ -65,7 +65,7 @@ from service.attribution.run_grouping import arranged, kept_by_state, state_note
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
                                             job_records, joined_clusters, run_span)
 from service.attribution.rollup_versions import READ_TABLES
-from service.attribution.run_query import RUNS_SINCE, RunsQuery
+from service.attribution.run_query import RUNS_SINCE, RunsQuery, hour_after
 from service.attribution.run_result import GPU_HOURS_QUANTUM, RunRow, RunsResult
 from service.attribution.run_story import run_story
 from service.attribution.run_sums import run_sums
@@ -89,7 +89,7 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
         try:
             window = query.window or run_window(lake, query.run, query.naming)
         except UsageError:  # no job record nor bill names the run: `runs`' window, no error (still no row)
-            window = parse_window(RUNS_SINCE, None, end=data_end(lake), naming=query.naming)
+            window = parse_window(RUNS_SINCE, None, end=data_end(lake) or hour_after(utc_now()), naming=query.naming)
         return RunsResult(replace(query, window=window), (), (), sources=tuple(billing_data_through(lake).items()),
                           no_clusters=True)
     config = with_clusters(config)
