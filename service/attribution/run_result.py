@@ -96,6 +96,9 @@ class RunsResult:
     story: RunStory | None = None  # `run`: its jobs, splits and idle
     idle_rules: tuple[IdleRule, ...] = ()  # the job-field rules no job of the window meets (job_rules.py)
     no_clusters: bool = False  # the config has no `clusters:`: no run, NO_CLUSTERS says why (`notes` in JSON)
+    # what of the eval runs' cost no row's eval_cost holds (run_evals.unshown): stderr and the JSON's `notes`
+    warnings: tuple[str, ...] = ()  # a parent_run that no run of the window is
+    notes: tuple[str, ...] = ()  # an eval in a currency its run has no row in; an eval run naming itself
     # the lake state the rows were read in: the job records its warnings read (AttributionResult.read_in)
     read_in: Snapshot | None = field(default=None, compare=False, repr=False)
 
@@ -122,7 +125,8 @@ class RunsResult:
                 "data_through": iso_utc(self.data_through) if self.data_through else None,
                 "sources": [{"source": name, "data_through": iso_utc(moment) if moment else None}
                             for name, moment in self.sources]} | (self.story.to_json() if self.story else {}) | (
-            {"notes": [NO_CLUSTERS]} if self.no_clusters else {})
+            {"notes": notes} if (notes := [*(self.story.notes if self.story else ()), *self.warnings, *self.notes,
+                                            *([NO_CLUSTERS] if self.no_clusters else [])]) else {})
 
 
 def _text(value: Decimal | None) -> str | None:

@@ -24,7 +24,8 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
   jobs = its pods, the rest unknown;
 - eval_cost: what the jobs of job type `eval` naming the run (their `parent_run`) cost in the window,
   in the row's currency (run_evals.py): beside `cost`, never in it, as those jobs are their own runs'
-  rows and no total adds it;
+  rows and no total adds it; what no row holds is said (`warnings`, `notes`: run_evals.unshown): an eval
+  in a currency its run has no row in, a parent_run that no run of the window is, an eval run naming itself;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
   credits make it no share (outside 0-100%: core.units.share_of);
@@ -49,6 +50,7 @@ A config without `clusters:` has no runs: no row, and NO_CLUSTERS in the JSON's 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -60,7 +62,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.job_rules import idle_job_rules
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, window_at
-from service.attribution.run_evals import by_parent, naming
+from service.attribution.run_evals import by_parent, naming, unshown
 from service.attribution.run_grouping import arranged, kept_by_state, state_noted
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
                                             job_records, joined_clusters, run_span)
@@ -175,8 +177,13 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
         if run not in costed and _wanted(query, run):
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, set(), None))
     kept, left_out = kept_by_state(query, rows)
+    shown: dict[str, set[str | None]] = defaultdict(set)
+    for row in kept:
+        shown[folded(row.run)].add(row.currency)
+    warned, noted = unshown(usage.evals, {folded(row.run): row.run for row in rows}, shown, query.run is None)
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
                    states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
+                   warnings=warned, notes=noted,
                    idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con, snapshot=snapshot)))
 
 

@@ -3,6 +3,7 @@ service/attribution/run_story.py computes it)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from decimal import Decimal
 
 import click
@@ -10,7 +11,7 @@ import click
 from service.cli.attribute import coverage_line
 from service.cli.output import Lines, emit
 from service.core.output import one_line
-from service.core.units import money_text
+from service.core.units import amounts_text, money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
                "instance_ids", "cost", "currency", "shared", "restart", "relaunched")
@@ -122,6 +123,12 @@ def render_story(result, fmt: str) -> None:
     if not data["rows"]:  # no job in the window: the notes on stderr say why
         return
     summaries = [_summary(row, held.exact_cost_per_gpu_hour) for row, held in zip(data["rows"], result.rows)]
+    apart: dict[str | None, Decimal] = defaultdict(Decimal)  # eval runs in a currency no row is in (a note says it)
+    for cost in data["evals"]:
+        if cost["currency"] not in {row["currency"] for row in data["rows"]}:
+            apart[cost["currency"]] += Decimal(cost["cost"])
+    if apart:  # the summary's eval cost is the sum of the eval runs listed, per currency
+        summaries[0][EVAL_COST] = ", ".join(filter(None, (summaries[0][EVAL_COST], amounts_text(apart.items()))))
     emit([{"": label, **{f"run {run}" + (f" ({i + 1})" if i else ""): s[label] for i, s in enumerate(summaries)}}
           for _, label in SUMMARY], ["", *(f"run {run}" + (f" ({i + 1})" if i else "") for i in range(len(summaries)))],
          "table", title=f"{result.query.cost} cost, {data['since']} → {data['until']}", whole=(f"run {run}",))

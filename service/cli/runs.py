@@ -119,6 +119,10 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         render(result, fmt)
     else:  # one run: its story (csv: its jobs, one line each)
         render_story(result, fmt)
+    for warning in result.warnings:  # eval cost no row holds (run_evals.unshown), in the JSON's notes too
+        click.echo(one_line(f"warning: {warning}"), err=True)
+    for note in result.notes:
+        click.echo(one_line(f"note: {note}"), err=True)
     if result.story is not None:
         for note in result.story.notes:
             click.echo(one_line(f"note: {note}"), err=True)
