@@ -11,21 +11,16 @@ import json
 import re
 from decimal import Decimal
 
-import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
-from tests.test_run_evals import ALIASES, evaluated_fleet
-from tests.test_runs import whole_config
+from tests.test_run_evals import evaluated_config
 
 D = Decimal
 
 
 def test_the_reports_top_runs_show_the_eval_cost_runs_gives_for_its_month(tmp_path):
-    lake, _ = evaluated_fleet(tmp_path)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake) | {"attribution": {"clusters": {},
-                                                                                   "dimensions": ALIASES}}))
+    path = evaluated_config(tmp_path)
 
     def ran(*args):
         result = CliRunner().invoke(cli, ["--config", str(path), *args])

@@ -45,6 +45,15 @@ def evaluated_fleet(tmp_path):
     return setup(tmp_path, [gpu_line("i-a")], jobs, dimensions=ALIASES)
 
 
+def evaluated_config(tmp_path):
+    """spendlake.yaml of evaluated_fleet's lake, with clusters and the parent_run aliases."""
+    lake, _ = evaluated_fleet(tmp_path)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake) | {"attribution": {"clusters": {},
+                                                                                   "dimensions": ALIASES}}))
+    return path
+
+
 def test_a_run_shows_what_the_eval_jobs_naming_it_cost_beside_its_own_cost(tmp_path):
     lake, cfg = evaluated_fleet(tmp_path)
     result = runs(lake, cfg, RunsQuery.parse(**DAY))
@@ -70,10 +79,7 @@ def test_one_runs_story_lists_the_eval_runs_naming_it(tmp_path):
 
 
 def test_the_cli_shows_eval_cost_in_json_csv_table_and_the_story(tmp_path):
-    lake, cfg = evaluated_fleet(tmp_path)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake) | {"attribution": {"clusters": {},
-                                                                                   "dimensions": ALIASES}}))
+    path = evaluated_config(tmp_path)
 
     def ran(*args):
         result = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", DAY["since"], "--until",
