@@ -600,7 +600,8 @@ def test_the_reports_unfinished_jobs_count_attempts_sacct_shows_by_a_state_flag(
 
     from service.report.sections.clusters import unfinished_jobs
 
-    usage = SimpleNamespace(jobs=[SimpleNamespace(values={"job_state": state}, cost=Decimal(cost), currency="USD")
+    usage = SimpleNamespace(jobs=[SimpleNamespace(values={"job_state": state}, cost=Decimal(cost), currency="USD",
+                                                  records=())  # each a job of no record: one attempt
                                   for state, cost in (("SPECIAL_EXIT", "3"), ("REQUEUE_HOLD", "2"),
                                                       ("COMPLETING", "4"), ("REQUEUED", "1"))])
     assert [(r["state"], r["jobs"], r["cost"]) for r in unfinished_jobs(usage).rows] == [
