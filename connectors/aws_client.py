@@ -11,6 +11,7 @@ its calls (`ends_by`); `held_client` gives it both from a source's timeout_secon
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from service.core.deadline import Deadline
@@ -41,9 +42,16 @@ def ends_by(client: Any, deadline: Deadline, where: str, smaller: str) -> Any:
     (`where` and `smaller` as http_json names them). A backoff botocore began before it (its standard
     mode's: 20 s at most, 25 s where AWS says when to retry) may end past it; the attempt after it is
     not sent. Made with a `timeout` no longer than what is left, an attempt ends by it too."""
+    return held_to(client, lambda: deadline, where, smaller)
+
+
+def held_to(client: Any, deadline_now: Callable[[], Deadline | None], where: str, smaller: str) -> Any:
+    """`client`, each call held as ends_by holds it to the deadline `deadline_now()` gives when an attempt
+    is sent or retried (a long-lived client's, one for each thing it does); None holds it to none."""
 
     def past(**_) -> None:
-        if time.monotonic() >= deadline.at:
+        deadline = deadline_now()
+        if deadline is not None and time.monotonic() >= deadline.at:
             raise deadline.overdue(where, smaller)
 
     client.meta.events.register_first("before-send", past)  # before moto's stand-in, in tests
@@ -51,14 +59,19 @@ def ends_by(client: Any, deadline: Deadline, where: str, smaller: str) -> Any:
     return client
 
 
+def attempt_timeout(timeout_seconds: float, deadline: Deadline) -> float:
+    """An attempt's connect and reads: timeout_seconds, or what is left of `deadline` when less."""
+    return max(min(timeout_seconds, deadline.left()), MIN_ATTEMPT_SECONDS)
+
+
 def held_client(service: str, settings: Any, *, config_path: str, region: str | None, deadline: Deadline,
                 where: str, smaller: str) -> Any:
     """A client of `service` with a source's `settings` (profile, endpoint_url, max_attempts, and
     timeout_seconds for each attempt's connect and reads, or what is left of `deadline` when less),
     its calls held to `deadline` (ends_by, `where` and `smaller` as it names them)."""
-    timeout = max(min(settings.timeout_seconds, deadline.left()), MIN_ATTEMPT_SECONDS)
     client = make_client(service, config_path=config_path, region=region, profile=settings.profile,
-                         endpoint_url=settings.endpoint_url, max_attempts=settings.max_attempts, timeout=timeout)
+                         endpoint_url=settings.endpoint_url, max_attempts=settings.max_attempts,
+                         timeout=attempt_timeout(settings.timeout_seconds, deadline))
     return ends_by(client, deadline, where, smaller)
 
 

@@ -44,9 +44,9 @@ def recorded_calls(api: Api) -> list[tuple[str, dict]]:
 
 def test_reports_on_s3_are_listed_and_served_reading_only_under_the_prefix(bucket_server):
     port, api, s3 = bucket_server
-    upload_s3(FILES, BUCKET, f"daily/{DAY}", last="report.html")  # as `spendlake report --out s3://...` does
-    upload_s3({"report.html": b"SECRET"}, BUCKET, "other/2026-11-30")  # beside the prefix, not under it
-    upload_s3({"report.html": b"SECRET"}, BUCKET, "daily-old/2026-11-30")
+    upload_s3(FILES, s3, BUCKET, f"daily/{DAY}", last="report.html")  # as `spendlake report --out s3://...` does
+    upload_s3({"report.html": b"SECRET"}, s3, BUCKET, "other/2026-11-30")  # beside the prefix, not under it
+    upload_s3({"report.html": b"SECRET"}, s3, BUCKET, "daily-old/2026-11-30")
     calls = recorded_calls(api)
 
     listed = json.loads(request(port, "/api/v1/reports")[2])
@@ -67,7 +67,7 @@ def test_reports_on_s3_are_listed_and_served_reading_only_under_the_prefix(bucke
 
 def test_a_day_being_uploaded_on_s3_is_a_404_saying_so(bucket_server):
     port, _, s3 = bucket_server
-    upload_s3({k: v for k, v in FILES.items() if k != "report.html"}, BUCKET, f"daily/{DAY}")
+    upload_s3({k: v for k, v in FILES.items() if k != "report.html"}, s3, BUCKET, f"daily/{DAY}")
     status, _, body = request(port, f"/reports/{DAY}/report.json")
     assert status == 404 and json.loads(body)["error"]["message"] == (
         f"the report of {DAY} is not complete: report.html is written last (being written now, or its run failed)")

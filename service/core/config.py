@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -65,7 +65,11 @@ class SourceConfig(SourceEntry, RequestLimits):
         return self.deadline_seconds or MAX_DEADLINE
 
 
-class ReportConfig(Strict):
+class ReportConfig(RequestLimits):
+    """`spendlake report` and the reports serve shows; on S3 (`out: s3://...`) timeout_seconds bounds each
+    attempt's connect and each read, deadline_seconds all of a report's uploads, and each page or file serve
+    reads of them (service/serve/report_store.py)."""
+
     # None: `reports/` next to the lake directory, i.e. ./spendlake-data/reports by default.
     out: str | None = Field(default=None, min_length=1, description="a local directory or s3://bucket/prefix")
     top: int = Field(default=10, ge=1, le=100, description="rows in each top-N table")
@@ -73,6 +77,20 @@ class ReportConfig(Strict):
     # effective: a run on Savings Plan or reserved nodes costs its share of the commitment, not $0
     clusters_cost: Literal["effective", "billed"] = Field(
         default="billed", description="the cost the Shared GPU clusters section places on runs, jobs and idle")
+    # on S3, as a billing source's: the endpoint, the profile, and each call's attempts and their bounds
+    endpoint_url: HttpUrl | None = None
+    profile: str | None = None
+    max_attempts: int = Field(default=5, ge=1, le=20, description="S3 calls' attempts (standard retry mode)")
+    timeout_seconds: float = Field(default=30, gt=0, le=600, description="each S3 attempt's connect and each read")
+    deadline_seconds: float | None = Field(default=None, gt=0, le=MAX_DEADLINE, description=(
+        "all of a report's S3 uploads, their attempts and backoffs, and the S3 calls of each page or file serve "
+        "shows of them; at least timeout_seconds (default: 300, or timeout_seconds when more)"))
+
+    HELD: ClassVar[str] = "the report's S3 calls"
+
+    def requests(self) -> int:
+        """None counted: a report's files are known once rendered, serve's listings once listed."""
+        return 1
 
 
 class Freshness(InventoryEntry):

@@ -1,6 +1,7 @@
 """A source's `Deadline`: when all of its requests, their attempts and the waits between them, must be
 done by (its deadline_seconds, service/core/source_deadline.py), and the error once it has passed. The HTTP
-client (connectors/http_json.py) and the AWS clients (connectors/aws_client.py `ends_by`) both hold to it.
+client (connectors/http_json.py) and the AWS clients (connectors/aws_client.py `ends_by`) both hold to it,
+the reports' S3 client too (report.deadline_seconds).
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ import time
 from dataclasses import dataclass
 
 from service.core.errors import SourceError
+
+
+SOURCE_REQUESTS = "the source's requests"
 
 
 class DeadlinePassed(SourceError):
@@ -23,16 +27,17 @@ class Deadline:
     at: float
     seconds: float
     setting: str
+    requests: str = SOURCE_REQUESTS  # what it holds, as its error says it
 
     @classmethod
-    def after(cls, seconds: float, setting: str) -> Deadline:
-        return cls(time.monotonic() + seconds, seconds, setting)
+    def after(cls, seconds: float, setting: str, requests: str = SOURCE_REQUESTS) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds, setting, requests)
 
     def left(self) -> float:
         return self.at - time.monotonic()
 
     def overdue(self, where: str, smaller: str) -> DeadlinePassed:
         """The source's error once it has passed: its requests at `where`; `smaller`, what asks less of them."""
-        return DeadlinePassed(f"the source's requests were not all answered within {self.seconds:g} s "
+        return DeadlinePassed(f"{self.requests} were not all answered within {self.seconds:g} s "
                               f"({self.setting}), retries included", where=where,
                               hint=f"raise {self.setting}, or {smaller}")

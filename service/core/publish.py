@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from service.core.errors import SpendlakeError, UsageError, naming, resource_error
 from service.core.files import fsync_path
@@ -157,15 +158,27 @@ def split_s3_url(url: str, where: str = "--out") -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def upload_s3(files: Mapping[str, bytes | Path], bucket: str, prefix: str, *, last: str | None = None,
-              what: str = "the files") -> str:
+def unanswered_hint(exc: BaseException, settings: str | None) -> str | None:
+    """What to do when botocore's `exc` is an S3 endpoint not reached or not answering in time, after
+    the retries (else None); `settings`: the config path of the client's timeout_seconds and max_attempts."""
+    from botocore.exceptions import ConnectionError as NoConnection
+    from botocore.exceptions import HTTPClientError  # a read timeout among them
+
+    if not isinstance(exc, (NoConnection, HTTPClientError)):
+        return None
+    return "check that the S3 endpoint answers" + (
+        f", or raise {settings}.timeout_seconds / {settings}.max_attempts" if settings else ", and run again")
+
+
+def upload_s3(files: Mapping[str, bytes | Path], client: Any, bucket: str, prefix: str, *, last: str | None = None,
+              what: str = "the files", settings: str | None = None) -> str:
     """PUT each file (bytes, or a local file sent in parts when large) under
-    `s3://bucket/prefix/<name>`, `last` last; returns the prefix's URL."""
-    import boto3
+    `s3://bucket/prefix/<name>` with `client` (boto3's, its timeouts and deadline the caller's), `last`
+    last; returns the prefix's URL. `settings`: the config path of the client's timeout_seconds and
+    max_attempts (`report`), when it has them."""
     from boto3.exceptions import S3UploadFailedError  # what upload_file raises for a ClientError
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = boto3.client("s3")
     try:
         for name in sorted(files, key=lambda n: n == last):
             key = f"{prefix}/{name}" if prefix else name
@@ -176,6 +189,6 @@ def upload_s3(files: Mapping[str, bytes | Path], bucket: str, prefix: str, *, la
             else:
                 client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
     except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
-        raise SpendlakeError(f"cannot upload {what}: {exc}", where=f"s3://{bucket}/{prefix}/",
-                             hint="check the bucket name and that the credentials allow s3:PutObject") from None
+        raise SpendlakeError(f"cannot upload {what}: {exc}", where=f"s3://{bucket}/{prefix}/", hint=unanswered_hint(
+            exc, settings) or "check the bucket name and that the credentials allow s3:PutObject") from None
     return f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"

@@ -16,10 +16,12 @@ requests no default counts; such a run may need deadline_seconds raised.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
 from service.core.config_base import NestedValueError, Strict
-from service.core.deadline import Deadline
+from service.core.deadline import SOURCE_REQUESTS, Deadline
 
 DEFAULT_DEADLINE = 300.0  # seconds, for all of a source's requests (deadline_seconds)
 MAX_DEADLINE = 3600.0  # the most deadline_seconds may be, and its default
@@ -34,6 +36,8 @@ class RequestLimits(Strict):
         "given what is left of it when that is less than timeout_seconds; at least timeout_seconds (default: "
         "300, or timeout_seconds for each request of a run when that is more, at most 3600)"))
 
+    HELD: ClassVar[str] = SOURCE_REQUESTS  # what the deadline holds, as its error says it
+
     def requests(self) -> int:
         """How many HTTP requests one run of the source makes when every one is answered at once."""
         raise NotImplementedError
@@ -46,7 +50,7 @@ class RequestLimits(Strict):
 
     def start_deadline(self, config_path: str) -> Deadline:
         """The run's Deadline from now, named as errors say it (`inventory[0].deadline_seconds`)."""
-        return Deadline.after(self.deadline, f"{config_path}.deadline_seconds")
+        return Deadline.after(self.deadline, f"{config_path}.deadline_seconds", self.HELD)
 
     @model_validator(mode="after")
     def _deadline_holds_a_timeout(self) -> RequestLimits:

@@ -216,16 +216,19 @@ def _publish(staging: Path, staged: _Staged, options: ExportOptions) -> ExportRe
 
 
 def _upload(staging: Path, staged: _Staged, options: ExportOptions) -> ExportResult:
+    import boto3  # the AWS SDK's settings from the environment (README: Export)
+
     bucket, prefix = split_s3_url(options.out)
+    client = boto3.client("s3")
     join = lambda *parts: "/".join(p for p in parts if p)  # noqa: E731
     if staged.schema is not None:
         files = {path.relative_to(staging / METADATA_DIR).as_posix(): path
                  for path in sorted((staging / METADATA_DIR).rglob("*.json"))}
-        upload_s3(files, bucket, join(prefix, METADATA_DIR), what="the export's metadata")
+        upload_s3(files, client, bucket, join(prefix, METADATA_DIR), what="the export's metadata")
     periods = []
     for period, data in staged.periods:
         files = {path.name: path for path in sorted((staging / period).iterdir())}
-        location = upload_s3(files, bucket, join(prefix, period), last=metadata.METADATA_FILE,
+        location = upload_s3(files, client, bucket, join(prefix, period), last=metadata.METADATA_FILE,
                              what=f"the export of {period}")
         periods.append(ExportedPeriod(period, data.rows, data.bytes, location))
     location = f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"

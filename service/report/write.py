@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from service.core.config import Config
+from connectors.aws_client import held_client
+from service.core.config import Config, ReportConfig
 from service.core.config_paths import check_outside_lake
 from service.core.coverage import last_whole_day
 from service.core.errors import DataError, UsageError
@@ -68,7 +69,7 @@ def write_report(config: Config, day: date, out: str | None = None) -> ReportRes
     check_outside_lake(config, target, "reports", where="--out")
     files = render_files(gather_consistently(config, Lake.of(config), day))
     if target.startswith("s3://"):
-        location = upload_report(files, target, day)
+        location = upload_report(files, target, day, config.report)
     else:
         location = str(write_local(files, Path(target) / day.isoformat(), last="report.html"))
     return ReportResult(day, location, tuple(files))
@@ -87,9 +88,12 @@ def gather_consistently(config: Config, lake: Lake, day: date) -> Report:
                     hint="run `spendlake report` again once the ingests running now have finished")
 
 
-def upload_report(files: dict[str, bytes], url: str, day: date) -> str:
+def upload_report(files: dict[str, bytes], url: str, day: date, settings: ReportConfig) -> str:
     """Put each file under s3://bucket/prefix/<day>/; report.html goes last, so a reader that
-    finds it finds the rest."""
+    finds it finds the rest. All the uploads end by report.deadline_seconds, each attempt's connect
+    and reads by report.timeout_seconds: an endpoint that stops answering fails the report, never holds it."""
     bucket, prefix = split_s3_url(url)
-    return upload_s3(files, bucket, "/".join(p for p in (prefix, day.isoformat()) if p), last="report.html",
-                     what="the report")
+    folder = "/".join(p for p in (prefix, day.isoformat()) if p)
+    client = held_client("s3", settings, config_path="report", region=None, deadline=settings.start_deadline("report"),
+                         where=f"s3://{bucket}/{folder}/", smaller="check that the S3 endpoint of the reports answers")
+    return upload_s3(files, client, bucket, folder, last="report.html", what="the report", settings="report")

@@ -7,7 +7,8 @@ both are checked before any path or key is made of them. Locally each step is op
 to the one before without following a link (`O_NOFOLLOW`, `dir_fd`), so a symlink in the
 reports folder, a day folder that is a symlink or a FIFO named like a report is refused, also
 when it is swapped in between the check and the read. On S3 only ListObjectsV2 and GetObject
-are used, on keys under the prefix. A day without report.html is not served: the writer puts
+are used, on keys under the prefix, each page's or file's calls ending by report.deadline_seconds
+and each attempt's connect and reads by report.timeout_seconds (`S3Reports.held`). A day without report.html is not served: the writer puts
 it last, so it is being written (or its run failed). Listing the days reads the day folders'
 names (on S3 their common prefixes), and only the days a page shows have their files listed.
 """
@@ -19,6 +20,7 @@ import logging
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,8 +29,10 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from connectors.aws_client import held_to, make_client
+from service.core.config import ReportConfig
 from service.core.errors import SourceError, SpendlakeError
-from service.core.publish import split_s3_url
+from service.core.publish import split_s3_url, unanswered_hint
 from service.serve.http import Streamed
 
 log = logging.getLogger(__name__)
@@ -207,24 +211,43 @@ class LocalReports:
 
 
 class S3Reports:
-    def __init__(self, url: str):
+    def __init__(self, url: str, settings: ReportConfig):
         self.bucket, prefix = split_s3_url(url, where="report.out")
         self.base = f"{prefix}/" if prefix else ""
         self.where = f"s3://{self.bucket}/{self.base}"
+        self.settings = settings
         self._client = None
+        self._held = threading.local()  # the deadline of what this thread asks now (held)
 
     @property
     def client(self):
+        """One client for all the server's threads: each attempt's connect and reads within
+        report.timeout_seconds, each listing or file its thread asks for by its deadline (held)."""
         if self._client is None:
-            import boto3
-
-            self._client = boto3.client("s3")
+            s = self.settings
+            client = make_client("s3", config_path="report", profile=s.profile, endpoint_url=s.endpoint_url,
+                                 max_attempts=s.max_attempts, timeout=s.timeout_seconds)
+            self._client = held_to(client, lambda: getattr(self._held, "deadline", None), self.where,
+                                   "check that the S3 endpoint of the reports answers")
         return self._client
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """What follows in this thread, its S3 calls, their attempts and backoffs, ends by one
+        report.deadline_seconds from now; within another `held`, by that one's."""
+        if getattr(self._held, "deadline", None) is not None:
+            yield
+            return
+        self._held.deadline = self.settings.start_deadline("report")
+        try:
+            yield
+        finally:
+            self._held.deadline = None
 
     def dates(self) -> list[date]:
         """The day folders, newest first: their common prefixes, a thousand a request, not their files."""
         found = []
-        with s3_errors(self.where):
+        with self.held(), s3_errors(self.where):
             for page in self.pages(Prefix=self.base, Delimiter="/"):
                 found += [report_day(p["Prefix"][len(self.base):-1]) for p in page.get("CommonPrefixes", [])]
         return sorted((day for day in found if day is not None), reverse=True)
@@ -251,7 +274,7 @@ class S3Reports:
         found: dict[date, list[ReportFile]] = {}
         start = {"StartAfter": f"{self.base}{after.isoformat()}"} if after else {}
         end = f"{self.base}{through.isoformat()}/" if through else None
-        with s3_errors(f"s3://{self.bucket}/{prefix}"):
+        with self.held(), s3_errors(f"s3://{self.bucket}/{prefix}"):
             for page in self.pages(Prefix=prefix, **start):
                 for item in page.get("Contents", []):
                     if end and item["Key"] > end and not item["Key"].startswith(end):  # past `through`
@@ -263,16 +286,19 @@ class S3Reports:
         return found
 
     def open(self, day: date, name: str) -> OpenedFile:
+        """The file, its listing and GET by one deadline; its body then streamed, each read within
+        report.timeout_seconds."""
         folder = f"{self.base}{day.isoformat()}/"
-        files = {f.name for f in self.listed(folder).get(day, [])}
-        if not files:
-            raise ReportNotFound(f"no report of {day} in {self.where}")
-        if LAST not in files:
-            raise ReportNotFound(incomplete(day))
-        if name not in files:
-            raise ReportNotFound(f"no {name} in {self.where}{day.isoformat()}/")
-        with s3_errors(f"s3://{self.bucket}/{folder}{name}"):
-            answer = self.client.get_object(Bucket=self.bucket, Key=folder + name)
+        with self.held():
+            files = {f.name for f in self.listed(folder).get(day, [])}
+            if not files:
+                raise ReportNotFound(f"no report of {day} in {self.where}")
+            if LAST not in files:
+                raise ReportNotFound(incomplete(day))
+            if name not in files:
+                raise ReportNotFound(f"no {name} in {self.where}{day.isoformat()}/")
+            with s3_errors(f"s3://{self.bucket}/{folder}{name}"):
+                answer = self.client.get_object(Bucket=self.bucket, Key=folder + name)
         body = answer["Body"]
         return OpenedFile(Streamed(body.iter_chunks(CHUNK), answer["ContentLength"], body.close),
                           answer["ETag"], answer["LastModified"])
@@ -291,8 +317,10 @@ def s3_errors(url: str) -> Iterator[None]:
             raise ReportNotFound(f"{url} is gone (the report is being written again?)") from None
         raise SourceError(f"cannot read the reports: {exc}", where=url, hint=S3_HINT) from None
     except BotoCoreError as exc:
-        raise SourceError(f"cannot read the reports: {exc}", where=url, hint=S3_HINT) from None
+        raise SourceError(f"cannot read the reports: {exc}", where=url,
+                          hint=unanswered_hint(exc, "report") or S3_HINT) from None
 
 
-def report_store(out: str) -> LocalReports | S3Reports:
-    return S3Reports(out) if out.startswith("s3://") else LocalReports(Path(out))
+def report_store(out: str, settings: ReportConfig) -> LocalReports | S3Reports:
+    """Where the reports are; `settings` (the config's `report`) for S3's calls."""
+    return S3Reports(out, settings) if out.startswith("s3://") else LocalReports(Path(out))

@@ -66,7 +66,7 @@ def page_params(path: str) -> frozenset[str]:
 
 class Reports:
     def __init__(self, config: Config, unpathed: Unpathed):
-        self.store = report_store(default_out(config))
+        self.store = report_store(default_out(config), config.report)
         self.unpathed = unpathed  # a 404 names no folder of the server's
         self.daily_at = config.service.daily_at
 
