@@ -25,6 +25,7 @@ from typing import IO
 
 import duckdb
 
+from service.core.csv_lines import MAX_LINE_BYTES
 from service.core.errors import (CUT, DataError, SpendlakeError, header_again, resource_error, spreadsheet_hint,
                                  spreadsheet_time)
 
@@ -250,10 +251,9 @@ def _records_holding(path: Path, holds: Callable[[str], bool], column: str | Non
     return found
 
 
-# The longest line DuckDB's read_csv reads (its max_line_size default, kept: its buffers grow with it).
 # Python's csv readers here (a jobs-file row by row, the lines a failed read names) read a field up to as
-# many characters, where their own default, 131,072, failed on a field DuckDB had read.
-MAX_LINE_BYTES = 2_000_000
+# many characters as the longest line DuckDB's read_csv reads (MAX_LINE_BYTES), where their own default,
+# 131,072, failed on a field DuckDB had read.
 csv.field_size_limit(MAX_LINE_BYTES)  # the process's (the csv module's): set once, as this module is imported
 
 

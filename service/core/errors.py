@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from service.core.csv_lines import MAX_LINE_BYTES, longer_than_read
 from service.core.logs import redact
 from service.core.schema import MONEY, QUANTITY
 
@@ -219,6 +220,11 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
                 else "fix that value or re-export the file")
     elif hint is None and (saved := SPREADSHEET_TIME.search(text)):
         hint = spreadsheet_hint(saved.group(1) or saved.group(2))
+    elif hint is None and reason is None and (UNTERMINATED in text or LINE_TOO_LONG.search(text)) and \
+            (line := CSV_LINE.search(text)) and (length := longer_than_read(where, int(line.group(1)))):
+        reason = f"line {line.group(1)} is {length:,} bytes, longer than the {MAX_LINE_BYTES:,} the CSV reader takes"
+        hint = ("a value that long (a resource's tags, a job's labels): deliver the file as Parquet, which has no "
+                "such limit, or shorten the value in the export")
     elif hint is None and (longest := LINE_TOO_LONG.search(text)):
         hint = f"no line of an export is over {int(longest.group(1)):,} bytes but for {LONG_VALUE}"
     reason = reason or one_line(text)
@@ -309,6 +315,7 @@ SANDBOX_REFUSAL = re.compile(r'Cannot access (?:file|directory) "(.+?)" - file s
 QUOTED_PATH = re.compile(r'"(/[^"]+)"')
 CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
 LINE_TOO_LONG = re.compile(r"Maximum line size of (\d+) bytes exceeded")  # DuckDB's max_line_size
+UNTERMINATED = "Value with unterminated quote found"  # DuckDB's of a quote left open, and of a line past its buffer
 # what makes a CSV line (DuckDB's read) or field (Python's, a jobs file's) too long, and what to do
 LONG_VALUE = ("a quote left open, which runs on to later lines (close it, or re-export the file), or a value that "
               "long (a resource's tags, a job's labels): deliver the file as Parquet")
