@@ -40,9 +40,9 @@ def test_a_billing_files_tags_of_200000_characters_are_read_exactly(tmp_path):
     assert length >= 200_000
 
 
-LONG_LINE = ("could not read the delivery: line 301 is {:,} bytes, longer than the 2,000,000 the CSV reader takes — a "
-             "value that long (a resource's tags, a job's labels): deliver the file as Parquet, which has no such limit, "
-             "or shorten the value in the export")
+LONG_LINE = ("could not read the delivery: line 301 is {:,} bytes, longer than the 2,000,000 the CSV reader takes "
+             "— a value that long (a resource's tags, a job's labels): deliver the file as Parquet, which has no such "
+             "limit, or shorten the value in the export")
 
 
 @pytest.mark.parametrize("characters, name", [
@@ -64,7 +64,8 @@ def test_a_quote_left_open_in_a_billing_line_is_said_as_duckdb_says_it(tmp_path)
     path.write_bytes(path.read_bytes().replace(b'x""}"', b'x""}', 1))  # the Tags field's closing quote gone
     _, result = ingest_files(tmp_path, ("f", "focus", tmp_path / "bill"))
     [error] = failures(result)
-    assert error.startswith(f"{path}: could not read the delivery: line 301: Value with unterminated quote found"), error
+    said = f"{path}: could not read the delivery: line 301: Value with unterminated quote found"
+    assert error.startswith(said), error
 
 
 def jobs_csv(path: Path, characters: int) -> Path:

@@ -28,6 +28,7 @@ from service.report.render import render_files
 
 log = logging.getLogger(__name__)
 
+ENDPOINT_ANSWERS = "check that the S3 endpoint of the reports answers"  # besides raising report.deadline_seconds
 GATHER_ATTEMPTS = 3  # gathers of one report while ingests keep committing, before giving up
 # A day's report reaches back to the same days of the month before and ends at the day's end:
 # both must be times Python can hold (0001-01-31 or 9999-12-31 overflowed into a traceback).
@@ -95,5 +96,5 @@ def upload_report(files: dict[str, bytes], url: str, day: date, settings: Report
     bucket, prefix = split_s3_url(url)
     folder = "/".join(p for p in (prefix, day.isoformat()) if p)
     client = held_client("s3", settings, config_path="report", region=None, deadline=settings.start_deadline("report"),
-                         where=f"s3://{bucket}/{folder}/", smaller="check that the S3 endpoint of the reports answers")
+                         where=f"s3://{bucket}/{folder}/", smaller=ENDPOINT_ANSWERS)
     return upload_s3(files, client, bucket, folder, last="report.html", what="the report", settings="report")

@@ -8,9 +8,10 @@ to the one before without following a link (`O_NOFOLLOW`, `dir_fd`), so a symlin
 reports folder, a day folder that is a symlink or a FIFO named like a report is refused, also
 when it is swapped in between the check and the read. On S3 only ListObjectsV2 and GetObject
 are used, on keys under the prefix, each page's or file's calls ending by report.deadline_seconds
-and each attempt's connect and reads by report.timeout_seconds (`S3Reports.held`). A day without report.html is not served: the writer puts
-it last, so it is being written (or its run failed). Listing the days reads the day folders'
-names (on S3 their common prefixes), and only the days a page shows have their files listed.
+and each attempt's connect and reads by report.timeout_seconds (`S3Reports.held`). A day without
+report.html is not served: the writer puts it last, so it is being written (or its run failed).
+Listing the days reads the day folders' names (on S3 their common prefixes), and only the days a
+page shows have their files listed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from connectors.aws_client import held_to, make_client
 from service.core.config import ReportConfig
 from service.core.errors import SourceError, SpendlakeError
 from service.core.publish import split_s3_url, unanswered_hint
+from service.report.write import ENDPOINT_ANSWERS
 from service.serve.http import Streamed
 
 log = logging.getLogger(__name__)
@@ -224,11 +226,11 @@ class S3Reports:
         """One client for all the server's threads: each attempt's connect and reads within
         report.timeout_seconds, each listing or file its thread asks for by its deadline (held)."""
         if self._client is None:
-            s = self.settings
-            client = make_client("s3", config_path="report", profile=s.profile, endpoint_url=s.endpoint_url,
-                                 max_attempts=s.max_attempts, timeout=s.timeout_seconds)
-            self._client = held_to(client, lambda: getattr(self._held, "deadline", None), self.where,
-                                   "check that the S3 endpoint of the reports answers")
+            settings = self.settings
+            client = make_client("s3", config_path="report", profile=settings.profile,
+                                 endpoint_url=settings.endpoint_url, max_attempts=settings.max_attempts,
+                                 timeout=settings.timeout_seconds)
+            self._client = held_to(client, lambda: getattr(self._held, "deadline", None), self.where, ENDPOINT_ANSWERS)
         return self._client
 
     @contextmanager
