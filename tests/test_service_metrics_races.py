@@ -154,6 +154,35 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_findings(tmp_path)
     assert result.exit_code == 3 and "is missing" in result.output, result.output
 
 
+def test_a_lake_folder_gone_under_the_service_keeps_the_findings_last_read_marked_as_the_other_cost_groups(tmp_path):
+    """The lake folder moved away under `spendlake serve`: spend and budgets kept their last values,
+    marked, but the findings read as none (the findings table was simply not there), so the findings
+    families went empty and their group read 0, "read now". They are kept and marked like the others."""
+    from service.core.pinned_root import pin_root
+
+    config, lake, used = nlp_over_budget(tmp_path)
+    store_findings(lake, [Finding(id="f1", rule="idle-gpu", severity="warning", resource_id="i-1", team="nlp",
+                                  category="waste", impact_usd=Decimal(500), monthly_waste_usd=Decimal(500),
+                                  summary="idle")])
+    pin_root(lake.root)  # as the service does at start
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    families = [("spendlake_findings", {"rule": "idle-gpu", "severity": "warning", "team": "nlp"}),
+                ("spendlake_waste_monthly_usd", {"rule": "idle-gpu", "team": "nlp"}),
+                ("spendlake_finding_impact_usd", {"rule": "idle-gpu", "category": "waste", "team": "nlp"}), used]
+    before = [registry.get_sample_value(*family) for family in families]
+    assert before == [1, 500, 500, 1.2]
+
+    lake.root.rename(tmp_path / "lake.moved")
+    assert registry.get_sample_value("spendlake_lake_readable") == 0
+    assert [registry.get_sample_value(*family) for family in families] == before
+    for group in ("spend", "findings", "budgets"):
+        assert registry.get_sample_value("spendlake_metrics_last_good", {"group": group}) == 1, group
+
+    (tmp_path / "lake.moved").rename(lake.root)
+    assert registry.get_sample_value("spendlake_lake_readable") == 1
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "findings"}) == 0
+
+
 NLP_BUDGET = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
 
 

@@ -108,7 +108,9 @@ class Lake:
 
     def has_table(self, table: str) -> bool:
         """True when the table has a partition a query sees (an inventory table: of a
-        configured source), or a record of one (a read then names it missing)."""
+        configured source), or a record of one (a read then names it missing). A pinned lake's
+        folder gone fails it, as every read: it is not a lake without the table."""
+        check_root(self.root)
         return any(table not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])
                    for f in listed(self.table_dir(table), f"*=*/*=*/{DATA_FILE}")) or recorded(self, table)
 
