@@ -464,7 +464,8 @@ def test_a_sighup_to_an_address_in_use_or_a_lake_another_service_holds_keeps_ser
         output = wait_for_output(proc, "SIGHUP:")
         said = output.split("SIGHUP:", 1)[1].splitlines()[0]
         assert said.startswith(" the config was not reloaded, still serving the running one: ")
-        assert f"cannot listen on {address}: Address already in use" in said
+        assert f"cannot listen on {address}: Address already in use — choose a free address for service.listen " \
+               f"in {config} and send SIGHUP again; the running service keeps its address meanwhile" in said
         assert readyz(base) == (200, {"status": "ready"}) and proc.poll() is None and "reloading" not in output
         assert not new_lake.exists()
 

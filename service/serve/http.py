@@ -294,9 +294,10 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS,
-                where: str = "service.listen") -> ThreadingHTTPServer:
-    """Bind (nothing is served until `serve_forever`); `server_address` gives the real port."""
+def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS, where: str = "service.listen",
+                hint: str = "choose another address with --listen HOST:PORT") -> ThreadingHTTPServer:
+    """Bind (nothing is served until `serve_forever`); `server_address` gives the real port. `hint`: what to do
+    when the address is taken (a reload's is in the config file: --listen does not change with it)."""
     host, port = parse_listen(listen)
     handler = type("BoundServiceHandler", (ServiceHandler,), {"api": api})
     server_class = type("SpendlakeHTTPServer", (BoundedServer,), {
@@ -311,4 +312,4 @@ def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS,
         return server_class((host, port), handler)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where=where,
-                          hint="choose another address with --listen HOST:PORT") from None
+                          hint=hint) from None

@@ -301,7 +301,9 @@ class Service:
             raise LakeBusyError(f"another spendlake serve holds the lake {successor.lake.root} (pid {holder or '?'})",
                                 where="lake", hint="stop that service, or keep this service's lake")
         if successor.listen != self.listen:
-            successor.bound = make_server(None, successor.listen, where=successor.listen_from)
+            successor.bound = make_server(None, successor.listen, where=successor.listen_from, hint=(
+                f"choose a free address for service.listen in {successor.config.file} and send SIGHUP again; "
+                "the running service keeps its address meanwhile"))
         try:
             pin_root(successor.lake.root)
         except OSError:
