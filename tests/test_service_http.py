@@ -119,6 +119,7 @@ def test_a_lake_moved_away_while_serving_is_not_read_as_a_new_empty_one(tmp_path
     assert response.status == 503 and "is gone" in json.loads(response.body)["reasons"][0]
     assert b"spendlake_lake_readable 0.0" in api.handle("/metrics", {}, None).body
     assert api.handle("/api/v1/status", {}, f"Bearer {TOKEN}").status >= 500
+    assert api.handle("/api/v1/findings", {}, f"Bearer {TOKEN}").status == 503  # not a lake without findings
 
     config.lake.mkdir()  # an empty folder put in its place is not the lake either
     assert b"spendlake_lake_readable 0.0" in api.handle("/metrics", {}, None).body
