@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import duckdb
 
 from connectors.file_readers import json_reader
+from connectors.source_folder import inside
 from service.core import json_text
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
@@ -110,7 +111,8 @@ def from_epoch_ms(value: int | None) -> datetime | None:
 
 
 def local_files(path: str, config_path: str) -> list[Path]:
-    """The data files of a local `path`: the file itself, or the files of a directory."""
+    """The data files of a local `path`: the file itself, or the files of a directory (a link out
+    of it refused: source_folder.inside)."""
     root = Path(path).expanduser().resolve()
     if root.is_file():
         return [root]
@@ -122,7 +124,7 @@ def local_files(path: str, config_path: str) -> list[Path]:
             continue
         folder = next((f for f in candidate.relative_to(root).parents if hidden_folder(f.name)), None)
         if folder is None:
-            files.append(candidate)
+            files.append(inside(root, candidate, config_path))
         elif folder not in hidden:
             hidden.add(folder)
             log.warning("%s: a folder whose name starts with '%s' (hidden, or a job's output still being written): "

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import duckdb
 from pydantic import Field, field_validator
 
+from connectors.source_folder import inside
 from service.core.source_deadline import RequestLimits
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
@@ -201,8 +202,9 @@ def from_epoch(seconds: float | None) -> datetime | None:
 
 def source_files(path: str, config_path: str) -> list[Path]:
     """The file `path`, or every visible file under the directory `path`, sorted; a
-    SourceError names the location when there is nothing to read, and a folder the OS refuses
-    fails naming it (skipped, its jobs would be missing without a word)."""
+    SourceError names the location when there is nothing to read, or a link out of it
+    (source_folder.inside), and a folder the OS refuses fails naming it (skipped, its jobs
+    would be missing without a word)."""
     root = Path(path).expanduser().resolve()
     if root.is_file():
         return [root]
@@ -218,7 +220,8 @@ def source_files(path: str, config_path: str) -> list[Path]:
             log.warning("%s: a folder whose name starts with '_' (a job's output still being written?): its files "
                         "are not read; move them out of it to read them", Path(folder, name))
         folders[:] = [name for name in folders if not hidden_folder(name)]
-        files += [Path(folder, name) for name in names if not name.startswith(".") and Path(folder, name).is_file()]
+        files += [inside(root, Path(folder, name), config_path) for name in names
+                  if not name.startswith(".") and Path(folder, name).is_file()]
     if not files:
         raise SourceError("the directory holds no files", where=str(root),
                           hint=f"point {config_path} at the scheduler's exported job files")

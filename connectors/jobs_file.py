@@ -48,8 +48,8 @@ from connectors.jobs_base import (empty_file, ended_at_start, job_file, job_row,
                                   source_files, stored)
 from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS, JobsFileSource
 from connectors.jobs_file_instants import instant_times
-from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks_like_data, parquet_table, records,
-                                      sacct_output, shown)
+from connectors.jobs_file_read import (SLURM_HINT, column_shown, columns_shown, file_format, file_head, looks_like_data,
+                                      parquet_table, records, sacct_output, shown)
 from connectors.jobs_file_values import (PARENT_RUN, SKEW, BadValue, not_before_2000, origin_utc, parse_count_time,
                                          parse_gpu_percent, parse_gpus, parse_instance_ids, parse_instances,
                                          parse_job_id, parse_labels, parse_nodes, parse_restarts, parse_shared_text,
@@ -273,7 +273,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             found[ours] = index
         missing = [name for name in FILE_REQUIRED if name not in found]
         if missing and self.config.header is None and file_format(path) == "csv" and looks_like_data(header):
-            raise DataError(f"missing column(s) {', '.join(missing)}: the first line, {shown(','.join(header))}, "
+            raise DataError(f"missing column(s) {', '.join(missing)}: the first line ({columns_shown(header)}) "
                             "looks like data, not a header", where=str(path),
                             hint=f"list the columns' names in {self.config_path}.header for CSV files without a "
                                  "header row (Alibaba PAI's trace ships them in <table>.header files)")
@@ -282,21 +282,21 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if absent:
             ours, theirs = next(iter(absent.items()))
             raise DataError(f"missing column(s) {', '.join(missing)} ({self.config_path}.columns maps {theirs!r} "
-                            f"to it: the file has no such column; it has: {', '.join(header) or 'none'})",
+                            f"to it: the file has no such column; it has: {columns_shown(header)})",
                             where=str(path), hint=f"fix the name in {self.config_path}.columns")
         if missing:
             unread = [h.strip() for i, h in enumerate(header) if i not in found.values() and h.strip()]
             theirs = (difflib.get_close_matches(missing[0], unread, n=1, cutoff=0.5) or unread or ["<its name>"])[0]
-            raise DataError(f"missing column(s) {', '.join(missing)} (the file has: {', '.join(header) or 'none'})",
+            raise DataError(f"missing column(s) {', '.join(missing)} (the file has: {columns_shown(header)})",
                             where=str(path), hint=f"add {'it' if len(missing) == 1 else 'them'}, or map the file's own "
                                                   f"name{'' if len(missing) == 1 else 's'} to "
                                                   f"{'it' if len(missing) == 1 else 'them'} with "
-                                                  f"{self.config_path}.columns, e.g. {{{theirs}: {missing[0]}}}")
+                                                  f"{self.config_path}.columns, e.g. {{{column_shown(theirs)}: {missing[0]}}}")
         names = {h.strip().lower() for h in header}
         for theirs, ours in self.config.columns.items():
             if theirs.strip().lower() not in names and (ours.lower() not in found or ours.lower() == "job_id"):
                 raise DataError(f"{self.config_path}.columns maps {theirs!r} to {ours!r}, and the file has no column "
-                                f"{theirs!r} (it has: {', '.join(header)})", where=str(path),
+                                f"{theirs!r} (it has: {columns_shown(header)})", where=str(path),
                                 hint=f"fix the name in {self.config_path}.columns, or drop it if these files lack it")
         for name in sorted(names - set(renames) - set(FILE_COLUMNS)):
             near = difflib.get_close_matches(name, [c for c in FILE_COLUMNS if c not in found], n=1, cutoff=0.8)

@@ -7,18 +7,22 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from connectors.csvfile import MAX_LINE_BYTES, csv_reader
 from service.core.errors import LONG_VALUE, DataError
+from service.core.output import cut, printable
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 SHOWN = 60  # characters of a bad value an error shows
+# A file's column names an error lists, and the characters of each: the header is the file's content,
+# and the error is kept as the source's last_error (`status --sources`, /api/v1/status, the log)
+NAMES_SHOWN, NAME_SHOWN = 12, 40
 SLURM_HINT = "set the source's kind to slurm-jobs, which reads sacct's files as written (README: slurm-jobs)"
 
 
@@ -29,6 +33,17 @@ def shown(value: Any) -> str:
         return f"{value[:SHOWN]!r}... ({len(value):,} characters)"
     return repr(value)
 
+
+def columns_shown(header: Sequence[str]) -> str:
+    """The file's column names as an error lists them: the first NAMES_SHOWN, each cut to NAME_SHOWN
+    characters (cut), its controls as escapes; `none` for none."""
+    names = [column_shown(name) for name in header[:NAMES_SHOWN]]
+    more = f" and {len(header) - NAMES_SHOWN:,} more" if len(header) > NAMES_SHOWN else ""
+    return ", ".join(names) + more or "none"
+
+
+def column_shown(name: str) -> str:
+    return printable(cut(name.strip(), NAME_SHOWN))
 
 
 def file_format(path: Path) -> str | None:

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from connectors.aws_client import DENIED_CODES, aws_error, held_client
 from connectors.file_versions import local_version, stat_version
+from connectors.source_folder import inside
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
 from service.core.files import LEDGER_FILE, hidden_folder
@@ -234,7 +235,7 @@ class Storage:
     def read_bytes(self, obj: StoredObject) -> bytes:
         if not self.is_s3:
             try:
-                return Path(obj.uri).read_bytes()
+                return self._opened(obj).read_bytes()
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
         from botocore.exceptions import BotoCoreError, ClientError
@@ -249,7 +250,7 @@ class Storage:
         """The object's first `size` bytes (a ranged GET on S3)."""
         if not self.is_s3:
             try:
-                with open(obj.uri, "rb") as handle:
+                with self._opened(obj).open("rb") as handle:
                     return handle.read(size)
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
@@ -260,6 +261,12 @@ class Storage:
             return self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")["Body"].read()
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:GetObject", key) from None
+
+    def _opened(self, obj: StoredObject) -> Path:
+        """A listed local file Python reads (a manifest, a file's head) as DuckDB's sandbox
+        would: a link out of the location refused (DuckDB refuses it for the data files)."""
+        path = Path(obj.uri)
+        return inside(self.path, path, f"{self.config.config_path}.location") if self.path.is_dir() else path
 
     def current_version(self, obj: StoredObject) -> str | None:
         """The object's version now (ETag, or local_version); None when it is gone."""

@@ -77,7 +77,7 @@ def test_a_csv_without_a_header_row_is_named_so_with_the_key_to_set(tmp_path):
     result = cli_inventory(tmp_path, TRACES / "pai_task_table.csv",
                            **{key: value for key, value in PAI.items() if key != "header"})
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
-    assert "pai_task_table.csv: missing column(s) job_id, start_time, end_time, gpus: the first line, " in result.output
+    assert "pai_task_table.csv: missing column(s) job_id, start_time, end_time, gpus: the first line (" in result.output
     assert "looks like data, not a header" in result.output
     assert "list the columns' names in inventory[0].header" in result.output
 

@@ -371,12 +371,14 @@ def _whole_digits(kind: str) -> int:
     return int(precision) - int(scale)
 
 
-def sandbox_error(path: Path, message: str, where: str | None) -> SourceError:
+def sandbox_error(path: Path, message: str, where: str | None, setting: str = "`location`") -> SourceError:
     """DuckDB refused a path outside the directories it may read (the source's location,
-    the lake): most often a symbolic link inside the location pointing elsewhere."""
+    the lake): most often a symbolic link inside the location pointing elsewhere. An inventory
+    source's listing refuses such a link with the same words (connectors/source_folder.py);
+    `setting` is the config key that names the folder."""
     if path.is_symlink():
         return SourceError(f"{message}: {path} is a symbolic link to {path.resolve()}, outside the directories "
                            "spendlake may read for this source", where=where,
-                           hint="copy the file into the source's location, or point `location` at where it lives")
+                           hint=f"copy the file into the folder {setting} names, or point {setting} at where it lives")
     return SourceError(f"{message}: {path} is outside the directories spendlake may read for this source",
-                       where=where, hint="point the source's `location` at the directory that holds it")
+                       where=where, hint=f"point the source's {setting} at the directory that holds it")

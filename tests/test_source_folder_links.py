@@ -1,0 +1,108 @@
+"""A symbolic link in a source's local folder whose target lies outside it is refused before it
+is opened, in the words DuckDB's sandbox gives a billing file (break53 item 1): the job sources'
+and inventory sources' listings, and the manifests a billing source reads in Python. Followed,
+anyone who can drop a file in a shared export folder could have the service read any file
+(`/etc/passwd`), and jobs-file echoed its first line into the stored error. A jobs-file error
+lists the file's column names capped in count and length, never its header line whole."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from connectors.inventory_base import local_files
+from connectors.jobs_base import source_files
+from connectors.storage import Storage
+from service.cli.main import cli
+from service.core.config import SourceConfig, parse_config
+from service.core.errors import SourceError
+from service.ingest.inventory import run_inventory
+
+NOW = datetime(2026, 12, 1, 6)
+SECRET = "secret-db-password=Hunter2xyz"
+JOBS = "job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,2026-11-30T01:00:00Z,8\n"
+REFUSED = "is a symbolic link to {target}, outside the directories spendlake may read for this source"
+
+
+@pytest.fixture
+def private(tmp_path) -> Path:
+    """A file outside every source's folder, the service's to read alone."""
+    path = tmp_path / "private.txt"
+    path.write_text(f"{SECRET}\n")
+    path.chmod(0o600)
+    return path
+
+
+def jobs_folder(tmp_path: Path, private: Path) -> Path:
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "jobs.csv").write_text(JOBS)
+    (folder / "a.csv").symlink_to(private)
+    return folder
+
+
+def test_a_jobs_file_link_out_of_its_folder_fails_naming_it_and_never_shows_the_target(tmp_path, private):
+    folder = jobs_folder(tmp_path, private)
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({
+        "lake": str(tmp_path / "lake"),
+        "inventory": [{"name": "jf", "kind": "jobs-file", "path": str(folder), "cluster": "c1"}]}))
+    config = ["--config", str(tmp_path / "spendlake.yaml")]
+    result = CliRunner().invoke(cli, [*config, "inventory", "--source", "jf"])
+    assert result.exit_code == 3, result.output
+    said = " ".join(result.output.split())
+    assert f"{folder / 'a.csv'} {REFUSED.format(target=private)}" in said, said
+    assert "point inventory[0].path at where it lives" in said
+    status = CliRunner().invoke(cli, [*config, "status", "--sources", "--format", "json"])
+    assert "outside the directories spendlake may read" in status.output and "Hunter2" not in status.output
+    assert "Hunter2" not in result.output
+
+
+@pytest.mark.parametrize("listing", [source_files, local_files], ids=["jobs sources", "inventory sources"])
+def test_a_listing_refuses_a_link_out_of_the_folder_and_reads_one_inside_it(tmp_path, private, listing):
+    folder = jobs_folder(tmp_path, private)
+    with pytest.raises(SourceError) as refused:
+        listing(str(folder), "inventory[0].path")
+    assert REFUSED.format(target=private) in str(refused.value)
+    (folder / "a.csv").unlink()
+    (folder / "sub").mkdir()
+    (folder / "sub" / "same.csv").symlink_to(folder / "jobs.csv")  # a link within the folder is its file
+    assert listing(str(folder), "inventory[0].path") == [folder / "jobs.csv", folder / "sub" / "same.csv"]
+
+
+def test_a_slurm_jobs_link_out_of_its_folder_is_refused_not_read(tmp_path, private):
+    folder = tmp_path / "slurm"
+    folder.mkdir()
+    (folder / "zz-x.json").symlink_to(private)
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "sl", "kind": "slurm-jobs", "path": str(folder), "cluster": "c1"}]})
+    [outcome] = run_inventory(config, now=NOW)
+    assert REFUSED.format(target=private) in str(outcome.error) and "Hunter2" not in str(outcome.error)
+
+
+def test_a_billing_manifest_linked_out_of_the_location_is_not_read(tmp_path, private):
+    # the data files are DuckDB's to refuse; a manifest (JSON) and a file's head are read in Python
+    export = tmp_path / "export"
+    (export / "metadata").mkdir(parents=True)
+    (export / "metadata" / "x-Manifest.json").symlink_to(private)
+    storage = Storage(SourceConfig(name="bill", kind="aws-cur2", location=str(export)))
+    [manifest] = storage.list()
+    for read in (storage.read_bytes, lambda obj: storage.read_head(obj, 10)):
+        with pytest.raises(SourceError, match=REFUSED.format(target=private)):
+            read(manifest)
+
+
+def test_a_jobs_file_error_lists_its_column_names_capped_in_count_and_length(tmp_path):
+    header = [f"column_{i}_{'x' * 60}" for i in range(30)]
+    (tmp_path / "wide.csv").write_text(",".join(header) + "\n" + ",".join("1" * 30) + "\n")
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "jf", "kind": "jobs-file", "path": str(tmp_path / "wide.csv"), "cluster": "c1"}]})
+    [outcome] = run_inventory(config, now=NOW)
+    error = str(outcome.error)
+    listed = error.split("(the file has: ", 1)[1]
+    assert listed.startswith(f"column_0_{'x' * 31}… (69 characters), column_1_"), error
+    assert f"column_11_{'x' * 30}… (70 characters) and 18 more)" in listed, error
+    assert "column_12_" not in error and "x" * 41 not in error, error
