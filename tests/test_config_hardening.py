@@ -344,3 +344,19 @@ def test_an_optional_percentage_set_to_null_is_no_doubt():
     assert Plugin(spare_pct=0.5, floor_pct=0.2).doubts() == [
         ("floor_pct", "0.2 is a percentage, 0.2 %; write 20 if 20 % is meant"),
         ("spare_pct", "0.5 is a percentage, 0.5 %; write 50 if 50 % is meant")]
+
+
+@pytest.mark.parametrize("misplaced, says", [
+    ({"service": {"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG"}}, "service.aws_secret_access_key: unknown key; "),
+    ({"session_token": "IQoJb3JpZ2luX2VjEJ"}, "spendlake.yaml: session_token: unknown key; "),
+    ({"sources": [{"name": "a", "kind": "focus", "location": "/tmp", "secret_key": "wJalrXUtnFEMI/K7MDENG"}]},
+     "sources[0].secret_key: kind focus takes no such key; "),
+])
+def test_a_misplaced_aws_secret_key_is_named_in_the_validators_words_and_its_value_shown_nowhere(tmp_path, misplaced,
+                                                                                                  says):
+    """The log redactor takes what follows an AWS secret's key as its value: it read the validator's
+    `unknown key` as one (`service.aws_secret_access_key: <redacted> key`, break53 item 7)."""
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake"), **misplaced})
+    result = invoke("--config", config, "config", "validate")
+    assert result.exit_code == 2 and says in " ".join(result.output.split()), result.output
+    assert "wJalr" not in result.output and "IQoJ" not in result.output

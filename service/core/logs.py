@@ -22,6 +22,8 @@ SECRET_KEYS = ("bearer", "basic", "token", "password", "passwd", "pass", "pwd", 
                "auth", "oauth")
 # what a server says of a key before echoing its value (`token expired ab`)
 KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing", "required")
+# what the config validator writes after a key's dotted path (service/core/validation.py, config_plugins.py)
+VALIDATOR_WORDS = ("unknown", "kind")
 # a credential's shape: a token of base64, base64url or a JWT's characters holding a digit or
 # one of `.~+/=` (a word, `credentials_file`, `token-based`, holds none), or 24 of them or more
 # (a random token of letters alone), ending in a letter, a digit or base64's `=` padding (a
@@ -60,8 +62,10 @@ REDACTIONS = (
                 rf"{HEADER_VALUE}(?={LINE_END}|&))"), r"\1<redacted>"),
     (re.compile(rf"(?i)(cookie\s*[:=]\s*)(?=[^\s=;,'\"\\]+=)(?:{QUOTED}|[^\r\n'\"\\])*(?:{QUOTED}|[^\s'\"\\])"
                 rf"(?={LINE_END})"), r"\1<redacted>"),
+    # an AWS secret's value, not the config validator's words after such a key's path (`service.secret_key:
+    # unknown key`, `sources[0].secret_key: kind focus takes no such key`: it never writes the value)
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
-                r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
+                rf"(['\"]?\s*[:=]\s*['\"]?)(?!(?:{'|'.join(VALIDATOR_WORDS)})\s)[^'\",\s}}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
     # a URL's query parameter holding a secret (the API token sent as `?token=`, in the access log)
     (re.compile(rf"(?i)([?&][a-z_-]*(?:{'|'.join(SECRET_KEYS)})=)[^&\s'\"]+"), r"\1<redacted>"),
