@@ -34,6 +34,7 @@ from service.core.config import Config
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
 from service.core.coverage import last_whole_day
 from service.core.lake import Lake
+from service.core.logs import hide
 from service.core.output import printable
 from service.core.pinned_root import pin_root
 from service.core.serving import serving_or_reading
@@ -253,6 +254,7 @@ class Service:
         self.given_tasks = tasks
         self.tasks = tasks or default_tasks(config)
         self.token = api_token(config)
+        hide(self.token or "")  # a client that puts it in a URL's path or an unknown parameter: the access log
         self.clock = clock
         self.lake = Lake.of(config)
         if pin:  # a reload's, once it is taken (taken_over_by): a refused config makes no lake folder
