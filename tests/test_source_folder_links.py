@@ -106,3 +106,19 @@ def test_a_jobs_file_error_lists_its_column_names_capped_in_count_and_length(tmp
     assert listed.startswith(f"column_0_{'x' * 31}… (69 characters), column_1_"), error
     assert f"column_11_{'x' * 30}… (70 characters) and 18 more)" in listed, error
     assert "column_12_" not in error and "x" * 41 not in error, error
+
+
+def test_a_link_out_of_the_folder_is_not_opened_to_fingerprint_the_sources_files(tmp_path, private, monkeypatch):
+    """A source of local files is not read again when its files hold the bytes its last read read
+    (service/ingest/inventory_inputs.py): their SHA-256 opened the link's target before the read
+    refused it."""
+    from service.ingest import inventory_inputs
+
+    opened = []
+    monkeypatch.setattr(inventory_inputs, "sha256_file", lambda path: opened.append(path.resolve()) or "digest")
+    folder = jobs_folder(tmp_path, private)
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "jf", "kind": "jobs-file", "path": str(folder), "cluster": "c1"}]})
+    [outcome] = run_inventory(config, now=NOW)
+    assert REFUSED.format(target=private) in str(outcome.error)
+    assert opened == [folder / "jobs.csv"]

@@ -126,7 +126,7 @@ def inputs(connector: object, source: InventorySource) -> Inputs | None:
     stats = _stats(files)  # before hashing: a file rewritten after its hash differs from them after the read
     try:
         for file in files:
-            digest.update(f"{file}\0{sha256_file(file)}\0".encode())
+            digest.update(f"{file}\0{_content(file, paths)}\0".encode())
     except OSError:  # unreadable: the read says it
         return None
     return Inputs(source.name, digest.hexdigest(), stats)
@@ -198,6 +198,15 @@ def _files(path: Path) -> Iterator[Path]:
         return
     for folder, _, names in os.walk(path):
         yield from (Path(folder, name) for name in names if Path(folder, name).is_file())
+
+
+def _content(file: Path, paths: list[Path]) -> str:
+    """The file's SHA-256; a link out of its source's folders is not opened (the read refuses it,
+    connectors/source_folder.py): its target is what it holds here."""
+    target = file.resolve()
+    if file.is_symlink() and not any(target.is_relative_to(path.resolve()) for path in paths if path.is_dir()):
+        return f"a link to {target}"
+    return sha256_file(file)
 
 
 def _stats(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
