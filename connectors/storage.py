@@ -263,8 +263,8 @@ class Storage:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 
     def _opened(self, obj: StoredObject) -> Path:
-        """A listed local file Python reads (a manifest, a file's head) as DuckDB's sandbox
-        would: a link out of the location refused (DuckDB refuses it for the data files)."""
+        """A listed local file Python reads (a manifest, a file's head, a CSV it copies) as DuckDB's
+        sandbox would: a link out of the location refused (DuckDB refuses it for the files it reads)."""
         path = Path(obj.uri)
         return inside(self.path, path, f"{self.config.config_path}.location") if self.path.is_dir() else path
 
@@ -299,8 +299,8 @@ class Storage:
 
     def local_copy(self, obj: StoredObject, scratch: Path) -> Path:
         """A local path with the object's content: the file itself, or a download into `scratch`."""
-        if not self.is_s3:
-            path = Path(obj.uri)
+        if not self.is_s3:  # a UTF-16 or zipped CSV is copied for DuckDB to read: its sandbox would not see the link
+            path = self._opened(obj)
             if not path.is_file():
                 raise SourceError("file listed by the delivery is missing", where=obj.uri)
             return path

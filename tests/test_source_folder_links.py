@@ -122,3 +122,21 @@ def test_a_link_out_of_the_folder_is_not_opened_to_fingerprint_the_sources_files
     [outcome] = run_inventory(config, now=NOW)
     assert REFUSED.format(target=private) in str(outcome.error)
     assert opened == [folder / "jobs.csv"]
+
+
+def test_a_utf16_bill_linked_out_of_the_location_is_not_copied_past_the_sandbox(tmp_path):
+    """A UTF-16 CSV is copied as UTF-8 into the lake's scratch for DuckDB to read: the copy was
+    in the sandbox, so a link out of the location was read whole, where a UTF-8 one is refused."""
+    from conftest import SAMPLES
+
+    export, elsewhere = tmp_path / "export", tmp_path / "elsewhere"
+    export.mkdir()
+    elsewhere.mkdir()
+    focus = (SAMPLES / "focus" / "focus_1.0_sample_1000.csv").read_text(encoding="utf-8")
+    (elsewhere / "real.csv").write_bytes(focus.encode("utf-16"))
+    (export / "bill.csv").symlink_to(elsewhere / "real.csv")
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({
+        "lake": str(tmp_path / "lake"), "sources": [{"name": "focus", "kind": "focus", "location": str(export)}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "ingest"])
+    assert result.exit_code == 3, result.output
+    assert f"{export / 'bill.csv'} {REFUSED.format(target=elsewhere / 'real.csv')}" in " ".join(result.output.split())
