@@ -349,6 +349,7 @@ def test_an_optional_percentage_set_to_null_is_no_doubt():
 @pytest.mark.parametrize("misplaced, says", [
     ({"service": {"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG"}}, "service.aws_secret_access_key: unknown key; "),
     ({"session_token": "IQoJb3JpZ2luX2VjEJ"}, "spendlake.yaml: session_token: unknown key; "),
+    ({"service": {"x-amz-security-token": "IQoJb3JpZ2luX2VjEJ"}}, "service.x-amz-security-token: unknown key; "),
     ({"sources": [{"name": "a", "kind": "focus", "location": "/tmp", "secret_key": "wJalrXUtnFEMI/K7MDENG"}]},
      "sources[0].secret_key: kind focus takes no such key; "),
 ])

@@ -22,8 +22,11 @@ SECRET_KEYS = ("bearer", "basic", "token", "password", "passwd", "pass", "pwd", 
                "auth", "oauth")
 # what a server says of a key before echoing its value (`token expired ab`)
 KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing", "required")
-# what the config validator writes after a key's dotted path (service/core/validation.py, config_plugins.py)
+# what the config validator writes after a key's dotted path (service/core/validation.py, config_plugins.py:
+# `service.secret_key: unknown key`, `sources[0].secret_key: kind focus takes no such key`; it never writes
+# the value), which an AWS secret's pattern must not take for the value
 VALIDATOR_WORDS = ("unknown", "kind")
+NOT_VALIDATOR_WORDS = rf"(?!(?:{'|'.join(VALIDATOR_WORDS)})\s)"  # a value's start: not one of them and more text
 # a credential's shape: a token of base64, base64url or a JWT's characters holding a digit or
 # one of `.~+/=` (a word, `credentials_file`, `token-based`, holds none), or 24 of them or more
 # (a random token of letters alone), ending in a letter, a digit or base64's `=` padding (a
@@ -47,7 +50,8 @@ URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#\"<>]+@"), r"
 REDACTIONS = (
     URL_CREDENTIALS,
     (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),
-    (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\",\s}]+"), r"\1<redacted>"),
+    (re.compile(rf"(?i)(x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?){NOT_VALIDATOR_WORDS}[^'\",\s}}]+"),
+     r"\1<redacted>"),
     # a credential header's value (Authorization, Proxy-Authorization, X-Api-Key): all of it when quoted
     # (botocore's `{'Authorization': b'AWS4-…'}`), else a credential with or without its scheme
     # (`Authorization: Basic <b64>`), any value after a scheme that takes one (`Bearer abc`), and a value
@@ -62,10 +66,8 @@ REDACTIONS = (
                 rf"{HEADER_VALUE}(?={LINE_END}|&))"), r"\1<redacted>"),
     (re.compile(rf"(?i)(cookie\s*[:=]\s*)(?=[^\s=;,'\"\\]+=)(?:{QUOTED}|[^\r\n'\"\\])*(?:{QUOTED}|[^\s'\"\\])"
                 rf"(?={LINE_END})"), r"\1<redacted>"),
-    # an AWS secret's value, not the config validator's words after such a key's path (`service.secret_key:
-    # unknown key`, `sources[0].secret_key: kind focus takes no such key`: it never writes the value)
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
-                rf"(['\"]?\s*[:=]\s*['\"]?)(?!(?:{'|'.join(VALIDATOR_WORDS)})\s)[^'\",\s}}]+"), r"\1\2<redacted>"),
+                rf"(['\"]?\s*[:=]\s*['\"]?){NOT_VALIDATOR_WORDS}[^'\",\s}}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
     # a URL's query parameter holding a secret (the API token sent as `?token=`, in the access log)
     (re.compile(rf"(?i)([?&][a-z_-]*(?:{'|'.join(SECRET_KEYS)})=)[^&\s'\"]+"), r"\1<redacted>"),
