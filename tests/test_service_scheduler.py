@@ -449,17 +449,26 @@ def test_a_wall_clock_set_back_does_not_hold_the_jobs_until_it_catches_up(tmp_pa
         harness.scheduler.shutdown()
 
 
-def test_the_make_up_run_names_the_report_day_it_makes_up(tmp_path, caplog):
-    """The line said only the run's date (the 30th), read as the day reported on (the 29th)."""
+@pytest.mark.parametrize("recorded, why", [
+    (None, "no daily run is recorded in the lake yet"),
+    ("2026-11-29", "the last one done was due 2026-11-29 06:00 UTC (the report of 2026-11-28)"),
+    ("2026-11-26", "the last one done was due 2026-11-26 06:00 UTC (the report of 2026-11-25); the 3 run(s) between, "
+                   "missed too, are not made up (`spendlake report --date DAY` writes one)"),
+    ("2026-12-05", "the one recorded last is of a later date, 2026-12-05, by a clock that ran ahead")])
+def test_the_make_up_run_names_the_report_day_it_makes_up_and_why(tmp_path, caplog, recorded, why):
+    """The line said 'the daily run of 2026-11-30 (the report of 2026-11-29) has not happened': the run's date read
+    as a day reported on, and nothing of why, nor of the days missed before that are not made up."""
     lake = Lake(tmp_path / "lake")
+    if recorded:
+        lake.write_state("jobs", {"daily": {"last_run_date": recorded}})
     harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
     with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
         harness.scheduler.start()
         wait_for(lambda: harness.reports)
         harness.scheduler.shutdown()
     assert harness.reports == [date(2026, 11, 29)]
-    assert ("the daily run of 2026-11-30 (the report of 2026-11-29) has not happened: running it now"
-            in [r.getMessage() for r in caplog.records])
+    assert (f"the daily run due 2026-11-30 06:00 UTC (the report of 2026-11-29) was not done: {why}; running it now"
+            in [r.getMessage() for r in caplog.records]), [r.getMessage() for r in caplog.records]
 
 
 def test_a_restart_reads_each_jobs_last_success_back_from_the_lake(tmp_path):

@@ -132,7 +132,7 @@ class ServiceScheduler:
 
     def start(self) -> None:
         """Ingest at once and then every interval; the daily job at its time, and at once
-        if the latest scheduled run has not happened (the make-up run)."""
+        if the latest scheduled run has not been done (the make-up run: `makeup_text` says it)."""
         at_once = datetime.now(timezone.utc)  # APScheduler's own clock, whatever `self.clock` says
         self._stopped = threading.Event()  # before the jobs start: a shutdown sets the one they check
         self.first_ingest.clear()
@@ -142,13 +142,32 @@ class ServiceScheduler:
         daily = CronTrigger(hour=self.daily_at.hour, minute=self.daily_at.minute, timezone=timezone.utc)
         makeup = self.daily_due(self.clock())
         if makeup:
-            run_date = latest_fire_date(self.clock(), self.daily_at)
-            log.warning("the daily run of %s (the report of %s) has not happened: running it now",
-                        run_date, run_date - timedelta(days=1))
+            log.warning("%s", self.makeup_text(self.clock()))
         self.scheduler.add_job(self.run_daily, daily, id="daily", name="daily",
                                **({"next_run_time": at_once} if makeup else {}))
         self.scheduler.start()
         threading.Thread(target=self._watch_clock, args=(self._stopped,), name="clock-check", daemon=True).start()
+
+    def makeup_text(self, now: datetime) -> str:
+        """The start-up's make-up run, said with the day it reports on (the day before the latest fire's
+        date: the date alone read as the day reported on) and why it runs: the last run the lake
+        records, the runs missed between them not made up."""
+        def due(run_date: date) -> str:
+            return f"due {run_date} {self.daily_at.strftime('%H:%M')} UTC (the report of {run_date - timedelta(days=1)})"
+
+        run_date = latest_fire_date(now, self.daily_at)
+        done = self.lake.read_state(STATE).get("daily", {}).get("last_run_date")
+        if done is None:
+            why = "no daily run is recorded in the lake yet"
+        elif (last := date.fromisoformat(done)) > run_date:
+            why = f"the one recorded last is of a later date, {last}, by a clock that ran ahead"
+        else:
+            skipped = (run_date - last).days - 1
+            why = f"the last one done was {due(last)}" + (
+                f"; the {skipped} run(s) between, missed too, are not made up (`spendlake report --date DAY` writes "
+                "one)" if skipped > 0 else "")
+        return (f"the daily run {due(run_date)} was not done: {why}; running it now"
+                + (" (verify, then the report)" if self.tasks.verify is not None else ""))
 
     def shutdown(self) -> None:
         """Stop firing and wait for running jobs to finish."""
