@@ -197,3 +197,26 @@ def test_a_plans_file_written_before_plans_on_runs_is_read_each_plan_on_no_run(t
     assert spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r1", "--start", DAY
                      ).exit_code == 0  # written again, with the column
     assert [(plan.name, plan.run) for plan in load_plans(lake)] == [("llm-plan", None), ("r1-plan", "r1")]
+
+
+def test_two_plans_on_one_run_from_one_day_count_its_dollars_once_in_the_later_registered(tmp_path):
+    """r1-a and then r1-b on run r1 from the 2nd (the run planned again under another name) each counted r1's $111.33
+    and its $31.33 of failures (a note said both counted it): r1-b, registered later, counts them; r1-a reads
+    `superseded`, its actual 0, and a note names the plan counting its spend."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    for name in ("r1-b", "r1-a"):  # registered b first, then a: the later registered, not the name, decides
+        assert spendlake(config, *ESTIMATE, "--register", name, "--project", "llm", "--run", "r1", "--start", DAY
+                         ).exit_code == 0
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(out.stdout)}
+    cent = D("0.01")
+    assert [(name, D(rows[name]["actual_to_date"]).quantize(cent), rows[name]["status"], rows[name]["failed_actual"]
+             and D(rows[name]["failed_actual"]).quantize(cent)) for name in ("r1-a", "r1-b")] == [
+        ("r1-a", D("111.33"), "partial data", D("31.33")), ("r1-b", 0, "superseded", None)], rows
+    assert D(rows["r1-b"]["after_end"]).quantize(cent) == D("111.33"), rows
+    assert ("note: plan r1-b's actual is empty: plan r1-a, of the same scope (project llm, run r1) and start "
+            "(2026-11-02 00:00 UTC) and registered later, counts its spend (after_end: USD 111.33 spent on its scope "
+            "since); each dollar is in one plan's actual. Remove the plan not meant (`spendlake plans remove NAME`)."
+            ) in out.stderr.splitlines(), out.stderr
+    assert "cover the same spend" not in out.stderr, out.stderr

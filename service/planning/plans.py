@@ -15,6 +15,7 @@ registration or removal, through `Lake.commit_snapshot`), so every reader sees t
 | retention_days | INTEGER | storage kept after the run |
 | run_hours_low/high, compute_cost_low/high, storage_cost_low/high, total_cost_low/high | DECIMAL(38,12) | optimistic / pessimistic; USD |
 | inputs | VARCHAR | JSON of the estimate's inputs |
+| registered | TIMESTAMP | UTC; when it was registered: of two plans of one scope and one start, the later registered counts the spend (service/report/plan_windows.py); NULL in a file written before it |
 
 The estimate is stored as computed when registered, so a later change to the GPU table or
 prices does not move an agreed plan. Readers: plan vs actual (the report, `spendlake plans`,
@@ -33,7 +34,7 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -49,7 +50,7 @@ from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE
 from service.core.snapshot_set_aside import set_aside_table
 from service.core.suggest import suggestion
-from service.core.timewindow import MAX_INSTANT, iso_utc, parse_day
+from service.core.timewindow import MAX_INSTANT, iso_utc, parse_day, utc_now
 from service.core.validation import plain_errors
 from service.planning.estimate import Estimate, Span
 
@@ -63,9 +64,9 @@ SCHEMA = pa.schema([
     ("end", pa.timestamp("us")), ("retention_days", pa.int32()),
     *((f"{name}_{side}", MONEY) for name in ("run_hours", "compute_cost", "storage_cost", "total_cost")
       for side in ("low", "high")),
-    ("inputs", pa.string()), ("run", pa.string()),
+    ("inputs", pa.string()), ("run", pa.string()), ("registered", pa.timestamp("us")),
 ])
-OPTIONAL = ("run",)  # columns a file written before them lacks: read as NULL
+OPTIONAL = ("run", "registered")  # columns a file written before them lacks: read as NULL
 CENT = Decimal("0.01")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 Amount = Annotated[Decimal, Field(ge=0)]
@@ -90,6 +91,7 @@ class StoredPlan(BaseModel):
     storage_cost_low: Amount
     storage_cost_high: Amount
     inputs: str | None
+    registered: datetime | None
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class Plan:
     storage_cost: Span       # USD
     inputs: dict[str, Any]
     run: str | None = None   # the run it follows (`--run`): its scope is the run's cost of its project (and experiment)
+    registered: datetime | None = None  # when register_plan stored it (UTC); None: before plans recorded it
 
     @property
     def total_cost(self) -> Span:
@@ -200,7 +203,7 @@ def register_plan(lake: Lake, plan: Plan) -> bool:
                              where="--register", hint=f"register it as {twin} to replace that plan, or choose "
                              "another name")
         replaced = plan.name in plans
-        plans[plan.name] = plan
+        plans[plan.name] = replace(plan, registered=utc_now())
         return list(plans.values()), replaced
 
     return _rewrite(lake, add)
@@ -285,6 +288,7 @@ def _checked(records: list[dict[str, Any]], path: Path) -> list[Plan]:
 def _row(plan: Plan) -> dict[str, Any]:
     row: dict[str, Any] = {"name": plan.name, "project": plan.project, "experiment": plan.experiment, "run": plan.run,
                            "start": plan.start.replace(tzinfo=None), "end": plan.end.replace(tzinfo=None),
+                           "registered": plan.registered and plan.registered.replace(tzinfo=None),
                            "retention_days": plan.retention_days, "inputs": json.dumps(plan.inputs, sort_keys=True)}
     for name, span in (("run_hours", plan.run_hours), ("compute_cost", plan.compute_cost),
                        ("storage_cost", plan.storage_cost), ("total_cost", plan.total_cost)):
@@ -319,6 +323,7 @@ def _plan(row: dict[str, Any], path: Path) -> Plan:
                 start=row["start"].replace(tzinfo=timezone.utc), run_hours=span("run_hours"),
                 retention_days=row["retention_days"], compute_cost=span("compute_cost"),
                 storage_cost=span("storage_cost"),
+                registered=row["registered"] and row["registered"].replace(tzinfo=timezone.utc),
                 inputs=json_text.lake_loads(row["inputs"], path, f"plan {row['name']}'s inputs"))
 
 

@@ -1,12 +1,13 @@
 """Where each registered plan's actual is counted, so that each dollar is in one plan's actual:
 the latest-started plan whose scope holds it, from that plan's start (on one start, the narrower
 scope: an experiment's plan takes its experiment from a project-wide one, a run's plan its run from
-an experiment's one). A plan's actual runs from its start to the end of what it prices
+an experiment's one; of two plans on one run from one start, the later registered: `registered_later`). A plan's actual runs from its start to the end of what it prices
 (`priced_until`: its run and the retention its storage is paid for), or to the start of a later plan covering its scope (`counted_until`); a later plan of
 a narrower scope takes the spend it holds from its start (`takers`, `taken_days`: out of the
-earlier plan's actual, the rest of the project's spend kept). Only two plans of one scope starting
-together both count the same spend (`overlaps` names them). The plans section (sections/plans.py)
-reads them."""
+earlier plan's actual, the rest of the project's spend kept). A plan on a run that a later registered
+one on it ends at its start counts nothing: `superseded`. Only two plans of one scope but a run's
+starting together both count the same spend (`overlaps` names them: two estimates of a project set
+side by side). The plans section (sections/plans.py) reads them."""
 
 from __future__ import annotations
 
@@ -53,8 +54,27 @@ def counted_until(plan: Plan, plans: Sequence[Plan]) -> tuple[datetime, Plan | N
 
 def takes(later: Plan, plan: Plan) -> bool:
     """Whether `later` counts the spend both plans' scopes hold from its start rather than `plan`: it
-    starts after it, or at the same time on a narrower scope (`narrower`)."""
-    return later.start > plan.start or later.start == plan.start and narrower(later, plan)
+    starts after it, or at the same time on a narrower scope (`narrower`), or on the same run
+    registered later (`registered_later`): two plans on one run from one day (the run planned again
+    under another name) counted its same dollars each."""
+    return later.start > plan.start or later.start == plan.start and (
+        narrower(later, plan) or plan.run is not None and covers(later, plan) and covers(plan, later)
+        and registered_later(later, plan))
+
+
+def registered_later(one: Plan, other: Plan) -> bool:
+    """Whether `one` was registered after `other`: by when each was registered, a plan registered
+    before plans recorded it (None) first; of two such, the one whose name sorts last."""
+    def order(plan: Plan) -> tuple:
+        return plan.registered is not None, plan.registered or plan.start, plan.name
+
+    return order(one) > order(other)
+
+
+def superseded(plan: Plan, later: Plan | None) -> bool:
+    """Whether `later` (the plan ending the plan's actual: counted_until's) is one on its run from its
+    start registered later (`takes`), which counts all it would: the plan's actual is empty."""
+    return later is not None and later.start == plan.start
 
 
 def narrower(one: Plan, other: Plan) -> bool:
@@ -106,8 +126,9 @@ def taken_days(config: Config, lake: Lake, plan: Plan, plans: Sequence[Plan], un
 
 
 def latest(holders: Sequence[Plan]) -> list[Plan]:
-    """Those of the plans holding a dollar that count it: the ones no other of them takes it from
-    (`takes`: the latest-started, on one start the narrowest); two only when of one scope and start."""
+    """Those of the plans holding a dollar that count it: the one no other of them takes it from
+    (`takes`: the latest-started, on one start the narrowest, on one run too the later registered); two
+    only when of one scope but a run's and one start."""
     return [one for one in holders if not any(takes(other, one) for other in holders if other is not one)]
 
 
@@ -120,6 +141,17 @@ def taken_note(plan: Plan, each: Mapping[str, Decimal], plans: Sequence[Plan]) -
     return (f"plan {plan.name}'s actual leaves out what plans of a narrower scope count from their start: {said} "
             "(later_plans). Each dollar is in one plan's actual: the latest-started one whose scope holds it (on one "
             "start, the narrower one's).")
+
+
+def superseded_note(plan: Plan, plans: Sequence[Plan], after: Decimal | None) -> str:
+    """The sentence for a `superseded` plan: the plan of its scope and start that counts its spend
+    instead (the latest registered), and what that is to the day (`after`: its after_end)."""
+    twins = [other for other in plans if other.start == plan.start and covers(other, plan) and covers(plan, other)]
+    [counting] = latest(twins)
+    spent = f": {amounts_text([('USD', after)])} spent on its scope since" if after else ""
+    return (f"plan {plan.name}'s actual is empty: plan {counting.name}, of the same scope ({scope_text(plan)}) and "
+            f"start ({minute_text(plan.start)} UTC) and registered later, counts its spend (after_end{spent}); each "
+            f"dollar is in one plan's actual. Remove the plan not meant (`spendlake plans remove NAME`).")
 
 
 def scope_text(plan: Plan) -> str:
@@ -141,9 +173,9 @@ def _holds(plan: Plan, values: Mapping[str, str]) -> bool:
 
 def overlaps(plans: list[Plan]) -> list[str]:
     """A sentence for each two plans whose scopes and counted windows (from the start to
-    counted_until) overlap where neither takes the other's spend (`takes`: one scope and one start;
-    of a run and an experiment starting together, the run's plan takes): both actuals count that
-    spend."""
+    counted_until) overlap where neither takes the other's spend (`takes`: one scope but a run's and
+    one start; of a run and an experiment starting together, the run's plan takes): both actuals
+    count that spend."""
     said = []
     for i, one in enumerate(plans):
         for other in plans[i + 1:]:

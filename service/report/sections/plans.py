@@ -34,8 +34,8 @@ from service.planning.plans import Plan, load_plans
 from service.report.plan_failures import failures_note, plan_failures, plan_runs
 from service.report.plan_later_runs import judged, later_days, later_runs, later_runs_note, untaken
 from service.report.plan_outside import outside_note
-from service.report.plan_windows import (counted_until, overlaps, priced_until, scope_text, scope_where, taken_days,
-                                         taken_note)
+from service.report.plan_windows import (counted_until, overlaps, priced_until, scope_text, scope_where, superseded,
+                                         superseded_note, taken_days, taken_note)
 from service.report.model import Chart, Column, Section, Table
 
 CENT = Decimal("0.01")
@@ -221,7 +221,9 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         actual = sum(daily.values(), Decimal(0))
         spent_after = _after_end(config, lake, plan, counted, to, snapshot) if to > counted else None
         after = None if spent_after is None else sum(spent_after.values(), Decimal(0))
-        if after and later:
+        if superseded(plan, later):
+            notes.append(superseded_note(plan, plans, after))
+        elif after and later:
             notes.append(f"plan {plan.name}'s actual ends where plan {later.name} starts ({minute_text(counted)} UTC), "
                          f"a later run of {scope_text(later)} before the end of the storage it priced: "
                          f"{amounts_text([('USD', after)])} on {scope_text(plan)} since is not in its actual "
@@ -250,6 +252,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
             actual, names = actual - apart, {run for run, *_ in begun}
             in_runs = [run for run in in_runs or () if run.run not in names]
         status = _status(plan, until, (data[0], ends), actual, found, counted)
+        status = "superseded" if superseded(plan, later) and plan.start < until else status
         failures = plan_failures(config, in_runs, plan, actual)
         notes += [note] if (note := failures_note(plan, failures)) else []
         notes += [note] if (note := outside_note(config, in_runs, plan, actual)) else []
