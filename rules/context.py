@@ -44,14 +44,15 @@ class DailySpend:
     currency: str | None
     cost: Decimal
     unallocated: bool = False  # `value` is the dimension's `default`: nothing placed these lines
+    run: str = ""  # the run (lower case) where a registered plan on a run names it with its project, else ''
     idle: str | None = None  # the cluster whose idle these lines are (hours no job used); None: not idle, or not asked
     job: bool | None = None  # these lines are cluster jobs' parts (their values the jobs'); None: not asked
 
 
 @dataclass(frozen=True)
 class PlannedWindow:
-    """A registered plan (service/planning/plans.py): spend of `project` (and `experiment` when set)
-    in [start, end) up to `amount` (the pessimistic total) is expected."""
+    """A registered plan (service/planning/plans.py): spend of `project` (and `experiment`, and `run`
+    when set) in [start, end) up to `amount` (the pessimistic total) is expected."""
 
     name: str
     project: str
@@ -59,6 +60,7 @@ class PlannedWindow:
     start: datetime  # naive UTC
     end: datetime
     amount: Decimal
+    run: str | None = None  # a plan on a run (`--run`): that run's spend only (DailySpend.run)
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_t
 
 class DirectDaily(Protocol):
     """direct_daily(dimension, since, until, by, along) → direct spend per group of lines over
-    [since, until) (naive UTC), grouped by the value, the plan's project and experiment, the charge
+    [since, until) (naive UTC), grouped by the value, the plan's project, experiment and run, the charge
     category, line item type and currency, and the fields of `by` (of DETAIL; the others are None,
     `()` for the tag keys): the fewer, the fewer rows come back. Lines whose charge period is longer
     than a day (monthly fees) are left out. `along`: dimensions read next, summed in the same pass."""

@@ -40,9 +40,9 @@ median over the 7 days before it), largest first, at most `top_causes` (5).
 Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categories`, FOCUS's
 charge categories in any case, and `exclude_line_item_types`, the bills' own in any case),
 currencies other than `currency`, days not yet over.
-Planned runs (service/planning/plans.py): spend of a plan's project/experiment inside its window,
-while the plan's cumulative spend stays within its amount, is taken out of the day before
-testing it; an episode that is anomalous only because of it becomes an `info` finding with
+Planned runs (service/planning/plans.py): spend of a plan's project/experiment (and run, for a
+plan on a run: that run's jobs' spend, not the rest of its project's) inside its window, while the
+plan's cumulative spend stays within its amount, is taken out of the day before testing it; an episode that is anomalous only because of it becomes an `info` finding with
 `evidence.planned`, with no impact.
 """
 
@@ -211,7 +211,7 @@ SeriesKey = tuple[str, str]  # (dimension value, service)
 def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
                   ) -> tuple[dict[SeriesKey, dict[date, Decimal]], dict[SeriesKey, set[str]]]:
     """Per (dimension value, service) and day, the spend that a plan expects: lines of the
-    plan's project/experiment inside its window while the plan's cumulative spend (over
+    plan's project/experiment (and run, for a plan on a run) inside its window while the plan's cumulative spend (over
     all series) is within its amount. A line several plans cover (two plans on one project)
     is expected once: its cost counted once, the plans named together."""
     found: dict[SeriesKey, dict[date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
@@ -221,6 +221,7 @@ def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
         def covered(row: DailySpend) -> bool:
             return (folded(row.project) == folded(plan.project)
                     and (plan.experiment is None or folded(row.experiment) == folded(plan.experiment))
+                    and (plan.run is None or folded(row.run) == folded(plan.run))
                     and plan.start.date() <= row.day and datetime.combine(row.day, datetime.min.time()) < plan.end)
         mine = sorted(((i, r) for i, r in enumerate(rows) if covered(r)), key=lambda pair: pair[1].day)
         spent = Decimal(0)

@@ -211,3 +211,34 @@ def test_a_noisy_series_needs_a_jump_beyond_its_band():
     assert DEFAULTS.anomalous(Decimal(1250), Decimal(1000))
     assert not banded.anomalous(Decimal(1250), Decimal(1000), noise)  # 250 < 5σ ≈ 262
     assert banded.anomalous(Decimal(1270), Decimal(1000), noise)
+
+
+def test_a_plan_on_a_run_expects_that_runs_spend_not_its_projects_other_runs(tmp_path):
+    """Project llm's runs r1 (on i-a) and r2 (on i-b) each hold 8 GPUs at $80 an hour the last two days: $1,920 a day
+    each on team vision's EC2, beside its $200 a day. A plan on run r1 (up to $10,000) expects r1's $1,920 a day; the
+    day's $4,040 less that is still $2,120 against $200 expected: an anomaly (r2 unplanned), where the plan read as
+    its project's window expected both runs' $3,840 and called it 'inside a planned run', info."""
+    from tests.attribution_helpers import add_jobs
+    from tests.test_clusters_allocation import gpu_line, job
+
+    days = [TODAY - timedelta(n) for n in (2, 1)]
+    hours = [f"{day}T{h:02d}:00:00" for day in days for h in range(24)]
+    lake = make_lake(tmp_path, [
+        *[daily_line(TODAY - timedelta(n), "200", tags={"team": "vision"}, resource="i-base") for n in range(1, 50)],
+        *[gpu_line(instance, start=hour, team="vision") for instance in ("i-a", "i-b") for hour in hours]])
+    owner = {"team": "vision", "project": "llm"}
+    add_jobs(lake, [job("1", 8, f"{days[0]}T00:00:00", f"{TODAY}T00:00:00", instance_ids=["i-a"], run_id="r1", **owner),
+                    job("2", 8, f"{days[0]}T00:00:00", f"{TODAY}T00:00:00", instance_ids=["i-b"], run_id="r2", **owner)],
+             snapshot=str(TODAY))
+    register_plan(lake, Plan(name="r1-plan", project="llm", experiment=None, run="r1",
+                             start=datetime.combine(days[0], datetime.min.time(), timezone.utc),
+                             run_hours=Span(Decimal(96), Decimal(96)), retention_days=0,
+                             compute_cost=Span(Decimal(8000), Decimal(10000)), storage_cost=Span(Decimal(0), Decimal(0)),
+                             inputs={}))
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake),
+                           "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
+                           "attribution": {"dimensions": {"team": {"tags": ["team"]}}, "clusters": {}},
+                           "rules": {"spend-anomaly": {}}})
+    (finding,) = run_rules(config, only=["spend-anomaly"], now=NOW).result.seen
+    assert (finding.team, finding.severity != "info", finding.impact_usd) == ("vision", True, Decimal("7680.00"))
+    assert finding.evidence["planned"] == {"planned_usd": "3840.00", "plans": ["r1-plan"]}, finding.evidence

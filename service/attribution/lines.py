@@ -40,7 +40,7 @@ from service.core.folding import folded, folded_forms
 from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import Snapshot
 
-VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
+VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment", "plan_run")
 ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
 BATCH = 50_000
 COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "RegionId", "usage_type": "x_usage_type",
@@ -99,10 +99,19 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
                                                             for experiment in folded_forms(p.experiment)})],
                             "plan_experiments")
         project, experiment = (f"lower({dim_col(d)})" for d in ("project", "experiment"))
+        # a plan on a run expects that run's spend alone: its lines carry the run (of job records) with the project;
+        # without job records (no run dimension) none does
+        plan_run = "''"
+        if "run" in attribution.dimensions:
+            runs = params.bind([list(pair) for pair in sorted({(project, run) for p in plans if p.run
+                                                               for project in folded_forms(p.project)
+                                                               for run in folded_forms(p.run)})], "plan_runs")
+            plan_run = (f"CASE WHEN list_contains(CAST({runs} AS VARCHAR[][]), [{project}, lower({dim_col('run')})]) "
+                        f"THEN lower({dim_col('run')}) ELSE '' END")
         value = "CASE dim_n " + " ".join(f"WHEN {n} THEN lower({dim_col(d)})" for n, d in enumerate(dimensions)) + " END"
         plan = [f"CASE WHEN list_contains(CAST({projects} AS VARCHAR[]), {project}) THEN {project} ELSE '' END",
                 f"CASE WHEN list_contains(CAST({pairs} AS VARCHAR[][]), [{project}, {experiment}]) "
-                f"THEN {experiment} ELSE '' END"]
+                f"THEN {experiment} ELSE '' END", plan_run]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "
                      f"lambda k: NOT list_contains(CAST({params.bind(covered, 'covered')} AS VARCHAR[]), k)))"
                      if tagged else "NULL")
@@ -134,11 +143,11 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
 
         spends: dict[str, list[DailySpend]] = {d: [] for d in dimensions}
         for batch in iter(lambda: result.fetchmany(BATCH), []):
-            for n, value, project, experiment, category, line_type, currency, *grouped, cost in batch:
+            for n, value, project, experiment, run, category, line_type, currency, *grouped, cost in batch:
                 detail = dict.fromkeys(DETAIL) | {field: once(v) for field, v in zip(by, grouped)}
                 detail["uncovered_tag_keys"] = detail["uncovered_tag_keys"] or ()
                 spends[dimensions[n]].append(DailySpend(
-                    once(value), once(project), once(experiment), charge_category=once(category),
+                    once(value), once(project), once(experiment), run=once(run), charge_category=once(category),
                     line_item_type=once(line_type), currency=once(currency), cost=Decimal(cost or 0), **detail,
                     unallocated=unallocated(n, value)))
     return spends

@@ -53,11 +53,11 @@ def check_rule_names(names: Sequence[str], where: str = "--rule") -> None:
 
 
 def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
-    """The registered plans as windows with their pessimistic total (naive UTC). A plan on a run (`--run`) is
-    its project's (and experiment's) window: the anomaly rule's daily spend is by project, not by run, and
-    the plan's amount bounds what it expects."""
+    """The registered plans as windows with their pessimistic total (naive UTC). A plan on a run (`--run`)
+    expects that run's spend alone (the rule's daily spend carries the run a plan names: DailySpend.run),
+    not its project's."""
     return tuple(PlannedWindow(p.name, p.project, p.experiment, p.start.replace(tzinfo=None),
-                               p.end.replace(tzinfo=None), p.total_cost.high) for p in load_plans(lake))
+                               p.end.replace(tzinfo=None), p.total_cost.high, p.run) for p in load_plans(lake))
 
 
 def rule_context(lake: Lake, config: Config, window: Window, con: LakeSql, snapshot: Snapshot | None = None
