@@ -220,3 +220,28 @@ def test_two_plans_on_one_run_from_one_day_count_its_dollars_once_in_the_later_r
             "since); each dollar is in one plan's actual. Remove the plan not meant (`spendlake plans remove NAME`)."
             ) in out.stderr.splitlines(), out.stderr
     assert "cover the same spend" not in out.stderr, out.stderr
+
+
+def test_a_failed_attempt_crossing_a_run_plans_start_is_in_each_plans_failures_for_the_dollars_each_counts(tmp_path):
+    """Run r1 (llm, e1) on i-a at $80 an hour: job 1 FAILED 22:00 on the 1st to 02:00 on the 2nd ($320, half each
+    side of midnight), job 2 re-ran it 03:00-05:00 ($160). e1-plan (experiment e1, from the 1st) and r1-plan (run r1,
+    from the 2nd): r1-plan's actual takes r1's $320 from midnight, e1-plan keeps job 1's $160 before it. The failure
+    follows the dollars: $160 in each plan's failures, where e1-plan's counted job 1 whole ($320, twice its actual)
+    beside r1-plan's $160."""
+    from tests.test_clusters_allocation import gpu_line, job, setup
+
+    owner = {"team": "nlp", "project": "llm", "experiment": "e1"}
+    hours = [f"2026-11-01T{h}:00:00" for h in range(20, 24)] + [f"2026-11-02T0{h}:00:00" for h in range(6)]
+    lake, _ = setup(tmp_path, [gpu_line("i-a", start=hour) for hour in hours], [
+        job("1", 8, "2026-11-01T22:00:00", "2026-11-02T02:00:00", instance_ids=["i-a"], run_id="r1", state="FAILED",
+            **owner),
+        job("2", 8, "2026-11-02T03:00:00", "2026-11-02T05:00:00", instance_ids=["i-a"], run_id="r1", **owner)])
+    config = configured(tmp_path, lake)
+    for name, scope, start in (("e1-plan", ["--experiment", "e1"], "2026-11-01"), ("r1-plan", ["--run", "r1"], DAY)):
+        assert spendlake(config, *ESTIMATE, "--register", name, "--project", "llm", *scope, "--start", start
+                         ).exit_code == 0
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    rows = {row["plan"]: row for row in json.loads(out.stdout)}
+    assert [(name, D(rows[name]["actual_to_date"]), D(rows[name]["failed_actual"]), rows[name]["later_plans"] and
+             D(rows[name]["later_plans"])) for name in ("e1-plan", "r1-plan")] == [
+        ("e1-plan", 160, 160, 320), ("r1-plan", 320, 160, None)], rows

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from shlex import quote
@@ -40,7 +39,7 @@ from service.core.timewindow import Window, minute_text
 from service.core.units import amounts_text
 from service.planning.plans import Plan
 from service.report.plan_failures import of_plan
-from service.report.plan_windows import counted_until, takers
+from service.report.plan_windows import counted_until
 
 MIN_SHARE = Decimal("0.01")  # of the plan's actual: a later run below it alone is no second run
 TOGETHER_SHARE = Decimal("0.05")  # of the plan's actual: later runs below it together are no second run
@@ -77,21 +76,6 @@ def held(run: RunCost, attempts: Sequence[JobAttempt], plan: Plan, plans: Sequen
                and (a.end is None or a.end > since) for a in attempts):
             return True
     return False
-
-
-def untaken(runs: Sequence[RunCost] | None, plan: Plan, plans: Sequence[Plan], until: datetime
-            ) -> Sequence[RunCost] | None:
-    """`runs` (plan_runs': None without job records) without the attempts a plan of a narrower scope takes
-    (plan_windows.takers: of its scope, begun in its window, from its start to counted_until), whose cost
-    the plan's actual leaves out: its failures and the runs its note names are of what it counts."""
-    taking = [(other, _naive(other.start), _naive(counted_until(other, plans)[0]))
-              for other in takers(plan, plans, until)]
-    if runs is None or not taking:
-        return runs
-    kept = [replace(run, attempts=tuple(a for a in run.attempts if not any(
-        of_plan(other, a.owner or run.owner, run.run) and a.start is not None and since <= a.start < to
-        for other, since, to in taking))) for run in runs]
-    return [run for run in kept if run.attempts]
 
 
 def _naive(moment: datetime) -> datetime:

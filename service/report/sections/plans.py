@@ -31,8 +31,9 @@ from service.core.units import amounts_text
 from service.findings.plan_values import unpaired
 from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
-from service.report.plan_failures import failures_note, plan_failures, plan_runs
-from service.report.plan_later_runs import judged, later_days, later_runs, later_runs_note, untaken
+from service.report.plan_counted_runs import counted_runs
+from service.report.plan_failures import failures_note, plan_failures
+from service.report.plan_later_runs import judged, later_days, later_runs, later_runs_note
 from service.report.plan_outside import outside_note
 from service.report.plan_windows import (counted_until, overlaps, priced_until, scope_text, scope_where, superseded,
                                          superseded_note, taken_days, taken_note)
@@ -241,7 +242,7 @@ def _section(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> tuple
         if given:  # a day all taken stays, at 0: spent, by a later plan (not "nothing spent")
             daily = {d: cost - taken.get(d, Decimal(0)) for d, cost in daily.items()}
             found, actual, notes = (daily, unmatched, left_out), actual - given, notes + [taken_note(plan, each, plans)]
-        in_runs = untaken(plan_runs(runs, plan, in_window), plan, plans, in_window)  # None without job records
+        in_runs = counted_runs(runs, plan, plans, in_window)  # None without job records
         # a second run not registered, begun after its run's end: out of its actual day by day (plan_later_runs.py)
         apart, begun = None, later_runs(in_runs, plan, plans)
         if judged(begun, actual):
