@@ -127,3 +127,18 @@ def test_a_jobs_files_parent_run_column_is_the_jobs_parent_run_label(tmp_path, m
     assert len(read_row_wise) == row_wise
     assert jobs(tmp_path, "job_id, labels") == [("1", {"parent_run": "llama-r1", "suite": "mmlu"}),
                                                  ("2", {"parent_run": "R2"}), ("3", {"a": "b"}), ("4", None)]
+
+
+def test_a_runs_own_span_takes_the_eval_jobs_naming_it_run_after_its_last_job(tmp_path):
+    """`runs --run r1` without --since reads the run's own span: r1's job ran 10:00-11:00, its eval (ev-1, parent_run
+    r1) 13:00-14:00 after it, $40 (4 GPUs of 8 at $80 an hour). The span ended at 11:00: eval_cost 0 and no eval run
+    listed, where `runs --since 2026-11-02` gave 40; it now ends at 14:00, with the eval, its own cost unchanged."""
+    at = "2026-11-02T{}:00"
+    jobs = [job("1", 4, at.format("10:00"), at.format("11:00"), instance_ids=["i-a"], run_id="r1", job_type="pretrain"),
+            job("2", 4, at.format("13:00"), at.format("14:00"), instance_ids=["i-a"], run_id="ev-1", job_type="eval",
+                labels={"parent_run": "r1"})]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a", start=at.format(h)) for h in ("10:00", "13:00")], jobs)
+    data = runs(lake, cfg, RunsQuery.parse(since=None, run="r1")).to_json()
+    assert (data["since"], data["until"]) == ("2026-11-02T10:00:00Z", "2026-11-02T14:00:00Z"), data
+    assert [(r["run"], D(r["cost"]), D(r["eval_cost"])) for r in data["rows"]] == [("r1", D(40), D(40))]
+    assert [(e["run"], D(e["cost"])) for e in data["evals"]] == [("ev-1", D(40))]

@@ -3,6 +3,7 @@ in a window, and the idle share of the instances its jobs ran on.
 
     job_records(lake, con, config, window, billed_until, run=None, as_of=False) -> {run (lower case): JobSide}
     run_span(lake, con, run) -> (first start, last end, running)
+    evals_span(lake, con, config, run) -> (the last end of the eval jobs naming it, one running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
 
@@ -24,11 +25,12 @@ from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
 from service.attribution.placed import parts_sql, stored_placed
 from service.attribution.rollup_versions import cost_partitions, recorded_tag_keys
+from service.attribution.run_evals import EVAL, PARENT
 from service.attribution.sql import dim_col, held_records_cte
 from service.attribution.statement import Params, run_setup
 from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config_attribution import AttributionConfig
-from service.core.folding import folded
+from service.core.folding import folded, folded_forms
 from service.core.job_states import ARRAY_TASK, ATTEMPT_SUFFIX, NOT_FAILED, Restarts, work_of
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
@@ -290,6 +292,23 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
         f"WITH {held_records_cte(params, run=run)} SELECT min(start_time), max(end_time), bool_or(end_time IS NULL) "
         "FROM j_records", params.values).fetchall()[0]
     return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
+
+
+def evals_span(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, run: str
+               ) -> tuple[datetime | None, bool]:
+    """When the eval jobs naming the run (any case) as their parent_run (run_evals: job type `eval`,
+    their values as job_values decides them) last held GPUs, in every job record the lake holds: their
+    last end, and whether one still runs. (None, False): none names it, or no `clusters:` counts them."""
+    if PARENT not in config.dimensions or not lake.has_table(JOBS_TABLE):
+        return None, False
+    params = Params()
+    values, last = job_values_ctes(config, "j_records", label_keys(con), ("job_type", PARENT), params)
+    named = params.bind(folded_forms(run), "parent")
+    end, running = con.execute(
+        f"WITH {held_records_cte(params)}, {values} SELECT max(end_time), bool_or(end_time IS NULL) FROM {last} "
+        f"WHERE lower(trim({dim_col('job_type')})) = {params.bind(EVAL, 'eval')} "
+        f"AND list_contains({named}, lower(trim({dim_col(PARENT)})))", params.values).fetchall()[0]
+    return end and end.replace(tzinfo=timezone.utc), bool(running)
 
 
 def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot, config: AttributionConfig,

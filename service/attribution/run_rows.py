@@ -65,7 +65,7 @@ from service.attribution.query import Naming, cli_option, window_at
 from service.attribution.run_evals import by_parent, naming, unshown
 from service.attribution.run_grouping import arranged, kept_by_state, state_noted
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
-                                            job_records, joined_clusters, run_span)
+                                            evals_span, job_records, joined_clusters, run_span)
 from service.attribution.rollup_versions import READ_TABLES
 from service.attribution.run_query import RUNS_SINCE, RunsQuery, hour_after
 from service.attribution.run_result import GPU_HOURS_QUANTUM, RunRow, RunsResult
@@ -99,15 +99,20 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
                          Needs(usage_dims(config), (query.cost,), allocates=True))  # idle shares, a run's story
 
 
-def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snapshot | None = None) -> Window:
+def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snapshot | None = None,
+               config: AttributionConfig | None = None) -> Window:
     """The run's own span in whole hours (allocation places each instance-hour whole: a cut hour
-    would show part of the run's cost): its job records' first start to their last end, or to the
-    data's end while one runs (to now when it began after the data's end). A run no job record names (EKS pods) gets every month the bill holds.
+    would show part of the run's cost): its job records' first start to their last end, or the last
+    end of the eval jobs naming it (with `config`'s clusters: evals_span; its eval_cost was cut at its
+    last job), or to the data's end while one runs (to now when it began after the data's end). A run no job record names (EKS pods) gets every month the bill holds.
     With neither, a UsageError names the window's start as `naming` spells it. `snapshot`: the
     job records it holds (Snapshot.tables) and the bill's end and months its ledger held, not those there now."""
     con = lake.query(snapshot, tables=READ_TABLES)
     try:
         first, last, running = run_span(lake, con, run)
+        if first is not None and config is not None:
+            evaluated, evaluating = evals_span(lake, con, config, run)
+            last, running = max((m for m in (last, evaluated) if m is not None), default=None), running or evaluating
     finally:
         con.close()
     end = data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot)
@@ -128,7 +133,7 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snap
 def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config: AttributionConfig,
           query: RunsQuery, rules: Mapping) -> RunsResult:
     if query.window is None:
-        query = replace(query, window=run_window(lake, query.run, query.naming, snapshot))
+        query = replace(query, window=run_window(lake, query.run, query.naming, snapshot, config))
     if session is None:  # no bill in the lake: the runs of its job records, without cost
         con = lake.query(snapshot, tables=READ_TABLES)
         try:

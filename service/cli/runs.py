@@ -87,7 +87,8 @@ def _why_no_run(result) -> str:
 
 @click.command("runs", cls=SingleValueCommand)
 @click.option("--since", help=f"Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC)  [default: "
-              f"{RUNS_SINCE}; with --run: the run's own span (first start to last end, whole hours)]")
+              f"{RUNS_SINCE}; with --run: the run's own span (first start to the last end of its jobs or of the eval jobs "
+              "naming it, whole hours)]")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`; "
               "3d: 3 days before it).")
 @click.option("--by", "by", multiple=True, callback=given_once,
