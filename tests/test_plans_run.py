@@ -245,3 +245,42 @@ def test_a_failed_attempt_crossing_a_run_plans_start_is_in_each_plans_failures_f
     assert [(name, D(rows[name]["actual_to_date"]), D(rows[name]["failed_actual"]), rows[name]["later_plans"] and
              D(rows[name]["later_plans"])) for name in ("e1-plan", "r1-plan")] == [
         ("e1-plan", 160, 160, 320), ("r1-plan", 320, 160, None)], rows
+
+
+def older_version_rewrite(lake, edit: str = "SELECT * EXCLUDE (run, registered) FROM plans"):
+    """The plans file written again as a spendlake from before plans on runs writes it (registering or removing any
+    plan): with the columns it knows, committed with its record, as `edit` (SQL on a view `plans`) gives them."""
+    con = lake.connect()
+    try:
+        path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
+        rows = con.sql(edit.replace("FROM plans", f"FROM read_parquet('{path}')")).to_arrow_table()
+        lake.commit_snapshot(con, con.from_arrow(rows), table="plans", source="estimate", key="snapshot",
+                             value="current")
+    finally:
+        con.close()
+
+
+def test_a_plans_file_an_older_version_rewrote_gets_each_plans_run_back_from_the_lakes_state(tmp_path):
+    """An older spendlake registering any plan writes the plans file without the `run` column: r1-plan read as a
+    plan on all of project llm (actual: every run's). Each row as the lake's state kept it gets its run back, a
+    warning names them, and the next registration writes the column again; a row the older version registered again
+    (another start) is read as it is."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    for name, scope in (("r1-plan", ["--run", "r1"]), ("llm-plan", [])):
+        assert spendlake(config, *ESTIMATE, "--register", name, "--project", "llm", *scope, "--start", DAY
+                         ).exit_code == 0
+    older_version_rewrite(lake)
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    assert out.exit_code == 0, out.output
+    assert [(row["plan"], row["run"]) for row in json.loads(out.stdout)] == [("llm-plan", None), ("r1-plan", "r1")]
+    assert ("was written by a spendlake from before plans on runs (2026-12), which drops each plan's run: plan(s) "
+            "r1-plan (run r1) read with the run kept in the lake's state") in out.stderr, out.stderr
+    assert spendlake(config, "plans", "remove", "llm-plan", "--yes").exit_code == 0  # written again, with the column
+    assert [(plan.name, plan.run) for plan in load_plans(lake)] == [("r1-plan", "r1")]
+    out = spendlake(config, "plans", "--as-of", DAY, "--format", "json")
+    assert "from before plans on runs" not in out.stderr, out.stderr
+    # the older version registered r1-plan again, from the 3rd: its plan, on the project
+    older_version_rewrite(lake, "SELECT * EXCLUDE (run, registered) REPLACE (start + INTERVAL 1 DAY AS start) "
+                                "FROM plans")
+    assert [(plan.name, plan.run, plan.start.day) for plan in load_plans(lake)] == [("r1-plan", None, 3)]

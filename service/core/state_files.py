@@ -180,6 +180,18 @@ class StoredGroup(Open):
     families: list[StoredFamily]
 
 
+class KeptPlan(Open):  # service/planning/plan_record.py: what an older spendlake's rewrite of the plans file drops
+    project: StrictStr
+    experiment: StrictStr | None = None
+    start: UtcText
+    run: StrictStr | None = None
+    registered: UtcText | None = None
+
+
+class PlansRecord(Open):
+    plans: dict[StrictStr, KeptPlan] = {}
+
+
 SNAPSHOT_RECORD, DERIVED_RECORD = TypeAdapter(SnapshotRecord), TypeAdapter(DerivedRecord)
 
 
@@ -188,7 +200,7 @@ SHAPES: dict[str, Any] = {
     "file_digests": dict[str, dict[str, FileDigest]], "inventory_inputs": dict[str, InventoryInputs],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
     "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
-    "metrics_last_good": dict[str, StoredGroup], "serving": ServingRecord,
+    "metrics_last_good": dict[str, StoredGroup], "serving": ServingRecord, "plans": PlansRecord,
 }
 
 

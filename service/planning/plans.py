@@ -10,7 +10,7 @@ registration or removal, through `Lake.commit_snapshot`), so every reader sees t
 |---|---|---|
 | name | VARCHAR | unique, in any case; registering a name again replaces that plan, `spendlake plans remove` removes it |
 | project, experiment | VARCHAR | what the spend is attributed to, spelt as the lake's cost lines carried it when registered (experiment may be NULL: the whole project) |
-| run | VARCHAR | the run the plan follows (`--run`: its jobs' cost, attribute's `run` dimension), NULL: every run of the scope; a file written before it has no such column, read as NULL |
+| run | VARCHAR | the run the plan follows (`--run`: its jobs' cost, attribute's `run` dimension), NULL: every run of the scope; a file written before it has no such column, read as NULL (or as kept beside it: plan_record.py, a file an older version rewrote) |
 | start, end | TIMESTAMP | UTC; the planned window, `end` after the pessimistic run length |
 | retention_days | INTEGER | storage kept after the run |
 | run_hours_low/high, compute_cost_low/high, storage_cost_low/high, total_cost_low/high | DECIMAL(38,12) | optimistic / pessimistic; USD |
@@ -52,6 +52,7 @@ from service.core.snapshot_set_aside import set_aside_table
 from service.core.suggest import suggestion
 from service.core.timewindow import MAX_INSTANT, iso_utc, parse_day, utc_now
 from service.core.validation import plain_errors
+from service.planning import plan_record
 from service.planning.estimate import Estimate, Span
 
 log = logging.getLogger(__name__)
@@ -255,6 +256,7 @@ def _rewrite(lake: Lake, change: Callable[[list[dict[str, Any]], Path], tuple[li
                                  source=SOURCE, key="snapshot", value="current")
         finally:
             con.close()
+        plan_record.keep(lake, rows)  # what an older version's rewrite would drop
     return result
 
 
@@ -275,7 +277,10 @@ def _records(lake: Lake) -> tuple[list[dict[str, Any]], Path]:
             raise _damaged(path, f"it lacks the column(s) {', '.join(missing)}")
         columns = ", ".join(f'"{name}"' if name in present else f'NULL AS "{name}"' for name in SCHEMA.names)
         cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
-        return [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()], path
+        records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
+    if "run" not in present:  # written before plans on runs, or rewritten since by a version from before them
+        records = plan_record.restored(lake, records, str(path))
+    return records, path
 
 
 def _checked(records: list[dict[str, Any]], path: Path) -> list[Plan]:
