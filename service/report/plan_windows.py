@@ -1,13 +1,15 @@
 """Where each registered plan's actual is counted, so that each dollar is in one plan's actual:
 the latest-started plan whose scope holds it, from that plan's start (on one start, the narrower
 scope: an experiment's plan takes its experiment from a project-wide one, a run's plan its run from
-an experiment's one; of two plans on one run from one start, the later registered: `registered_later`). A plan's actual runs from its start to the end of what it prices
-(`priced_until`: its run and the retention its storage is paid for), or to the start of a later plan covering its scope (`counted_until`); a later plan of
-a narrower scope takes the spend it holds from its start (`takers`, `taken_days`: out of the
-earlier plan's actual, the rest of the project's spend kept). A plan on a run that a later registered
-one on it ends at its start counts nothing: `superseded`. Only two plans of one scope but a run's
-starting together both count the same spend (`overlaps` names them: two estimates of a project set
-side by side). The plans section (sections/plans.py) reads them."""
+an experiment's one; of two plans on one run from one start, the later registered:
+`registered_later`). A plan's actual runs from its start to the end of what it prices
+(`priced_until`: its run and the retention its storage is paid for), or to the start of a later
+plan covering its scope (`counted_until`); a later plan of a narrower scope takes the spend it holds
+from its start (`takers`, `taken_days`: out of the earlier plan's actual, the rest of the project's
+spend kept). A plan on a run that a later registered one on it ends at its start counts nothing:
+`superseded`. Only two plans of one scope but a run's starting together both count the same spend
+(`overlaps` names them: two estimates of a project set side by side). The plans section
+(sections/plans.py) reads them."""
 
 from __future__ import annotations
 
