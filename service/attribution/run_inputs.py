@@ -3,7 +3,7 @@ in a window, and the idle share of the instances its jobs ran on.
 
     job_records(lake, con, config, window, billed_until, run=None, as_of=False) -> {run (lower case): JobSide}
     run_span(lake, con, run) -> (first start, last end, running)
-    evals_span(lake, con, config, run) -> (the last end of the eval jobs naming it, one running)
+    evals_span(lake, con, config, run, since) -> (the last end of the eval jobs naming it, one running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
 
@@ -294,18 +294,19 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
     return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
 
 
-def evals_span(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, run: str
+def evals_span(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, run: str, since: datetime
                ) -> tuple[datetime | None, bool]:
     """When the eval jobs naming the run (any case) as their parent_run (run_evals: job type `eval`,
-    their values as job_values decides them) last held GPUs, in every job record the lake holds: their
-    last end, and whether one still runs. (None, False): none names it, or no `clusters:` counts them."""
+    their values as job_values decides them) last held GPUs, in the job records the lake holds running
+    after `since` (the run's first start): their last end, and whether one still runs. (None, False):
+    none names it, or no `clusters:` counts them."""
     if PARENT not in config.dimensions or not lake.has_table(JOBS_TABLE):
         return None, False
     params = Params()
     values, last = job_values_ctes(config, "j_records", label_keys(con), ("job_type", PARENT), params)
     named = params.bind(folded_forms(run), "parent")
     end, running = con.execute(
-        f"WITH {held_records_cte(params)}, {values} SELECT max(end_time), bool_or(end_time IS NULL) FROM {last} "
+        f"WITH {held_records_cte(params, _naive(since))}, {values} SELECT max(end_time), bool_or(end_time IS NULL) FROM {last} "
         f"WHERE lower(trim({dim_col('job_type')})) = {params.bind(EVAL, 'eval')} "
         f"AND list_contains({named}, lower(trim({dim_col(PARENT)})))", params.values).fetchall()[0]
     return end and end.replace(tzinfo=timezone.utc), bool(running)

@@ -111,7 +111,7 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snap
     try:
         first, last, running = run_span(lake, con, run)
         if first is not None and config is not None:
-            evaluated, evaluating = evals_span(lake, con, config, run)
+            evaluated, evaluating = evals_span(lake, con, config, run, first)
             last, running = max((m for m in (last, evaluated) if m is not None), default=None), running or evaluating
     finally:
         con.close()
