@@ -284,3 +284,16 @@ def test_a_plans_file_an_older_version_rewrote_gets_each_plans_run_back_from_the
     older_version_rewrite(lake, "SELECT * EXCLUDE (run, registered) REPLACE (start + INTERVAL 1 DAY AS start) "
                                 "FROM plans")
     assert [(plan.name, plan.run, plan.start.day) for plan in load_plans(lake)] == [("r1-plan", None, 3)]
+
+
+def test_registering_the_same_plan_again_keeps_its_registration_time_and_the_files_bytes(tmp_path):
+    # the demo run again (the same lake, the same plan registered) wrote a plans file of other bytes: a new time
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
+    registered = []
+    for run in ("r1", "r1", "r2"):  # the third is another plan under that name: registered anew
+        assert spendlake(config, *ESTIMATE, "--register", "r-plan", "--project", "llm", "--run", run, "--start", DAY
+                         ).exit_code == 0
+        registered.append((load_plans(lake)[0].registered, path.read_bytes()))
+    assert registered[0] == registered[1] and registered[2][0] > registered[1][0], registered

@@ -204,7 +204,9 @@ def register_plan(lake: Lake, plan: Plan) -> bool:
                              where="--register", hint=f"register it as {twin} to replace that plan, or choose "
                              "another name")
         replaced = plan.name in plans
-        plans[plan.name] = replace(plan, registered=utc_now())
+        # the same plan registered again keeps its time: a re-run (the demo's) writes the same file
+        same = replaced and replace(plans[plan.name], registered=None) == replace(plan, registered=None)
+        plans[plan.name] = plans[plan.name] if same else replace(plan, registered=utc_now())
         return list(plans.values()), replaced
 
     return _rewrite(lake, add)
