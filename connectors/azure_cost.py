@@ -27,11 +27,11 @@ purchase (a subscription or a part with on-demand usage only: the two coincide t
 the type the other files of the delivery holding its billing periods show, so an amortized
 export written in several files is effective cost whole; else the type the export's names say
 (`DailyAmortizedCost/…`, a folder `amortized`, whole words: `named_cost_type`), so its month without a
-commitment line is effective cost as its other months; else it is actual. A delivery of one file
-is judged by its first HEAD_LINES lines when they hold a sign, so it is read once (an amortized
-sign decides, as over the whole file; after an actual start, an amortized export's line fails the
-read: `_guarded`); else its rows are read for their signs in a pass of their own. Set
-`cost_type: actual|amortized` to skip that pass.
+commitment line is effective cost as its other months; else it is actual. The files of a delivery
+are judged by their first HEAD_LINES lines when every file's hold a sign of one and the same
+export, so each is read once (an amortized sign decides, as over the whole file; after an actual
+start, an amortized export's line fails the read: `_guarded`); else their rows are read for their
+signs in a pass of their own. Set `cost_type: actual|amortized` to skip that pass.
 
 The other FOCUS columns, from Azure's own: CommitmentDiscount* from `benefitId`/`benefitName`
 (`ReservationId`/`ReservationName` in older EA files) and `PricingModel` (Used on usage a
@@ -53,6 +53,7 @@ from pydantic import Field
 
 from connectors.azure_dates import DAY, period_times, period_times_per_value
 from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
+from connectors.azure_names import named_cost_type
 from connectors.base import Delivery, OtherDataset
 from connectors.export_formats import AZURE_OTHER_DATASETS, has_columns
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
@@ -77,8 +78,8 @@ PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "C
 CHARGE_FREQUENCY = {"UsageBased": "Usage-Based", "Recurring": "Recurring", "OneTime": "One-Time"}
 COMMITMENT_TYPE = {"Reservation": "Reservation", "SavingsPlan": "Savings Plan"}
 COMMITMENT_CATEGORY = {"Reservation": "Usage", "SavingsPlan": "Spend"}
-# cost_type auto: a delivery of one file is judged by its first HEAD_LINES lines when they hold a sign of
-# either export, so the file is read once (the whole file was read for its signs, then again for its lines)
+# cost_type auto: a delivery's files are judged by their first HEAD_LINES lines when they all hold a sign of
+# one export, so each file is read once (the whole file was read for its signs, then again for its lines)
 HEAD_LINES = 1 << 16
 AFTER_ACTUAL = ("an amortized cost export's line (unused commitment, or covered usage with a cost) after the "
                 "file's first {lines:,} lines read as an actual export's: two exports in one file? deliver "
@@ -152,10 +153,11 @@ class AzureCostConnector(FolderExport):
         self._signs: dict[str, dict[str, str] | None] = {}  # _signs_of, by URI, for the delivery being read
         self._amortized: dict[str, bool] = {}  # the cost type decided for each file of the delivery, by URI
         self._judged_actual_by_head: set[str] = set()  # files their first rows read as actual: see _guarded
+        self._heads: dict[str, bool] | None = None  # _told_by_heads, for the delivery being read
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> list:
         self._delivery_files, self._signs, self._amortized = delivery.files, {}, {}
-        self._judged_actual_by_head = set()
+        self._judged_actual_by_head, self._heads = set(), None
         parts = super().read(delivery, con, scratch)
         self._one_cost_type_a_period()
         return parts
@@ -252,14 +254,11 @@ class AzureCostConnector(FolderExport):
             return self.config.cost_type == "amortized"
         if declared in ("ActualCost", "AmortizedCost"):  # from the export run's manifest.json
             return declared == "AmortizedCost"
-        if self._delivery_files == (table.uri,):  # a file of its own: its first lines may tell, read once
-            head, whole = signs_in(con, table, HEAD_LINES)
-            if whole:  # they are the file
-                self._signs[table.uri] = head
-            elif head and any(signs != "unknown" for signs in head.values()):
-                if "amortized" not in head.values():  # a later amortized line fails the read
-                    self._judged_actual_by_head.add(table.uri)
-                return "amortized" in head.values()
+        told = self._told_by_heads(con)
+        if table.uri in told:  # read once: a later amortized line fails the read of one told actual
+            if not told[table.uri] and table.uri not in self._signs:
+                self._judged_actual_by_head.add(table.uri)
+            return told[table.uri]
         own = self._signs_of(con, table)
         if own is None or any(signs != "unknown" for signs in own.values()):
             return own is not None and "amortized" in own.values()
@@ -276,6 +275,27 @@ class AzureCostConnector(FolderExport):
         if others - {"unknown"}:
             return others - {"unknown"} == {"amortized"}
         return named_cost_type(self.config.location, table.uri) == "amortized"
+
+    def _told_by_heads(self, con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
+        """Whether each file of the delivery is amortized, by its first HEAD_LINES lines, when every
+        file's show one and the same export: each file is then read once, where its whole was read
+        for its signs first (a delivery in four 250k-line files: 981 MB read twice). Else {}: the
+        whole files' signs decide, per billing period. A head that is its whole file is its signs."""
+        if self._heads is None:
+            told: dict[str, bool | None] = {}
+            for uri in self._delivery_files:
+                try:
+                    head, whole = signs_in(con, open_table(con, self.local[uri], uri, money=COST,
+                                                           header_name=english_name), HEAD_LINES)
+                except SpendlakeError:  # that file fails on its own read, naming itself
+                    head, whole = None, False
+                if whole:
+                    self._signs[uri] = head
+                told[uri] = "amortized" in head.values() if head and set(head.values()) != {"unknown"} else None
+            kinds = set(told.values())
+            self._heads = {uri: bool(kind) for uri, kind in told.items()} if len(kinds) == 1 and None not in kinds \
+                else {}
+        return self._heads
 
     def _signs_of(self, con: duckdb.DuckDBPyConnection, table: Table) -> dict[str, str] | None:
         """Per billing period the file's rows hold, which export they are from: `amortized`
@@ -338,27 +358,6 @@ def signs_in(con: duckdb.DuckDBPyConnection, table: Table,
                            hint="check that it is a complete, UTF-8 cost details export") from None
     return ({period: "amortized" if amortized else "actual" if actual else "unknown"
              for period, amortized, actual, _ in found}, head is None or sum(r[3] for r in found) <= head)
-
-
-# a name's words: split at separators, digits and a capital after a small letter (DailyAmortizedCost)
-NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
-# a word naming the cost type, alone or in the compounds of Azure's datasets and export names written
-# in one case (`amortizedcost`, `dailyamortizedcost`, `MONTHLYACTUALCOST`); `factual` is none
-COST_TYPE_WORD = re.compile(r"(?:daily|weekly|monthly|annually)?(actual|amorti[sz]ed)(?:costs?)?", re.IGNORECASE)
-
-
-def named_cost_type(location: str, uri: str) -> str | None:
-    """The cost type the export's own names say, where its rows tell none (a month of on-demand
-    usage only): `amortized` or `actual` in the location's folder name or a folder or file name
-    below it (Azure writes `<export name>/<date range>/<export name>_<id>.csv`: `DailyAmortizedCost`),
-    as a whole word of the name or of Azure's compounds in one case (`dailyamortizedcost`; `factual`,
-    `nonactual` say nothing); None when neither word or both are there."""
-    location = location.rstrip("/")
-    below = uri[len(location):] if uri.startswith(location + "/") else "/" + uri.rsplit("/", 1)[-1]
-    words = NAME_WORDS.findall(location.rsplit("/", 1)[-1] + below)
-    found = {"actual" if named.group(1).lower() == "actual" else "amortized"
-             for named in map(COST_TYPE_WORD.fullmatch, words) if named}
-    return found.pop() if len(found) == 1 else None
 
 
 def other_dataset(table: Table, uri: str, declared: str | None) -> None:

@@ -1,6 +1,6 @@
-"""`cost_type: auto` on a delivery of one file (no manifest): when the file's first lines
-(HEAD_LINES) show which export it is, the file is read once, the type taken from them, where
-its whole was read for its signs and then again for its lines. An amortized sign decides
+"""`cost_type: auto` without a manifest: when the first lines (HEAD_LINES) of a delivery's files
+show which export it is, one and the same for every file, each file is read once, the type taken
+from them, where its whole was read for its signs and then again for its lines. An amortized sign decides
 (amortized wins, as over the whole file); an actual head holds while no later line is an
 amortized export's, which fails the read naming the file. A head of on-demand lines only tells
 nothing: the whole file is read for its signs, as before."""
@@ -57,6 +57,24 @@ def test_a_file_whose_first_lines_tell_its_export_is_read_once(tmp_path, signs_r
     period, count, billed, effective = expected
     assert sums(lake, "billing_period") == [(period, 3 * count, billed and 3 * billed, effective and 3 * effective)]
     assert signs_read == []  # the whole file's signs were read before its lines
+
+
+@pytest.mark.parametrize("sample, expected", [
+    (ACTUAL, ("2023-09", 11, Decimal("8.545007786742"), None)),
+    (AMORTIZED, ("2023-09", 28, None, Decimal("16.296932136637"))),
+])
+def test_a_delivery_in_several_files_whose_first_lines_tell_one_export_reads_each_once(tmp_path, signs_read, sample,
+                                                                                      expected):
+    """Each file of a delivery of several was read whole for its signs, then again for its lines."""
+    header, rows = lines(sample)
+    (tmp_path / "export").mkdir()
+    for part, copies in (("part_1.csv", 3), ("part_2.csv", 2)):  # each longer than the head
+        write(tmp_path / "export" / part, header, rows * copies)
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "export"))
+    assert failures(result) == []
+    period, count, billed, effective = expected
+    assert sums(lake, "billing_period") == [(period, 5 * count, billed and 5 * billed, effective and 5 * effective)]
+    assert signs_read == []
 
 
 def test_an_amortized_line_after_a_head_read_as_actual_fails_naming_the_file(tmp_path, signs_read):

@@ -13,7 +13,7 @@ import pytest
 
 from billing_helpers import failures, ingest_files, sums
 from conftest import SAMPLES
-from connectors.azure_cost import named_cost_type
+from connectors.azure_names import named_cost_type
 
 AMORTIZED = SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"
 ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
