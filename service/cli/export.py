@@ -20,17 +20,28 @@ from service.cli.params import SingleValueCommand
               help="Add x_<dimension> per attribution dimension and split shared costs into allocated lines.")
 @click.option("--out", required=True, metavar="DIR|s3://bucket/prefix", help="Where the dataset goes.")
 @click.option("--csv", "csv", is_flag=True, help="Write CSV instead of Parquet.")
+@click.option("--timeout-seconds", type=click.FloatRange(0, 600, min_open=True), default=30, show_default=True,
+              help="To s3://: each attempt's connect and each read.")
+@click.option("--deadline-seconds", type=click.FloatRange(0, 86400, min_open=True), default=3600, show_default=True,
+              help="To s3://: all of the uploads, their attempts and backoffs; at least --timeout-seconds.")
 @click.pass_obj
 def export_command(obj, fmt: str, focus_version: str, since: str | None, until: str | None,
-                   sources: tuple[str, ...], with_attribution: bool, out: str, csv: bool) -> None:
+                   sources: tuple[str, ...], with_attribution: bool, out: str, csv: bool, timeout_seconds: float,
+                   deadline_seconds: float) -> None:
     """Write the lake as a FOCUS dataset: one folder per billing period, with FOCUS metadata."""
     from service.core.coverage import data_end
+    from service.core.errors import UsageError
     from service.core.timewindow import fixed_end
     from service.export import ExportOptions, export_focus, export_window
 
+    if deadline_seconds < timeout_seconds:
+        raise UsageError(f"{deadline_seconds:g} s is less than --timeout-seconds ({timeout_seconds:g} s), which no "
+                         "upload would be given", where="--deadline-seconds",
+                         hint="raise it, or lower --timeout-seconds")
     anchored = since or (until and not fixed_end(until))  # a span (or mtd) is read back from the data's end
     start, end = export_window(since, until, end=data_end(obj.lake) if anchored else None)
-    result = export_focus(obj.config, ExportOptions(out, focus_version, start, end, sources, with_attribution, csv))
+    result = export_focus(obj.config, ExportOptions(out, focus_version, start, end, sources, with_attribution, csv,
+                                                      timeout_seconds, deadline_seconds))
     if not result.periods:
         click.echo(f"nothing to export: no cost lines in the window (the lake at {obj.config.lake})", err=True)
         return

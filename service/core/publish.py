@@ -84,10 +84,15 @@ def publish_staged(staging: Path, folder: Path, *, last: str | None = None,
     return folder
 
 
+AGAIN_BY_HAND = "then run the command again"  # what follows freeing space, for a command (not the service)
+
+
 def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = None,
-                stale: Callable[[Path], bool] = lambda path: path.suffix == ".csv", what: str = "the report") -> Path:
+                stale: Callable[[Path], bool] = lambda path: path.suffix == ".csv", what: str = "the report",
+                named: str = "--out", then: str = AGAIN_BY_HAND) -> Path:
     """Write `files` (name → bytes) into `folder` through a staging folder; stale CSVs of an
-    earlier run go (a report's tables change with the data)."""
+    earlier run go (a report's tables change with the data). A failure names the folder as
+    `named` (`--out`, `report.out`) and says `then` after what to do (write_error)."""
     folder = folder.resolve()
     staging = None
     with removed_if_failed(folder):
@@ -98,28 +103,31 @@ def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = 
                     handle.write(data)
             return publish_staged(staging, folder, last=last, stale=stale)
         except OSError as exc:
-            raise write_error(exc, folder, what) from None
+            raise write_error(exc, folder, what, named=named, then=then) from None
         finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_error(exc: OSError, where: Path | str, what: str) -> SpendlakeError:
+def write_error(exc: OSError, where: Path | str, what: str, *, named: str = "--out",
+                then: str = AGAIN_BY_HAND) -> SpendlakeError:
     """A failed write as our error; a file where the output folder or one of its parents
     should be is a wrong choice of folder (exit 2) naming that file, not the OS's 'Not a directory';
-    a full disk says so, naming the file it could not write."""
+    a full disk says so, naming the file it could not write. `named`: what set the folder (`--out`,
+    or `report.out` for the service's reports, which it writes again by itself: `then`)."""
     blocking = None if str(where).startswith("s3://") else file_in_the_way(Path(where))
     if blocking is not None:
         return UsageError(f"{blocking} is a file, not a folder: {what} cannot be written under it",
                           hint="choose an output folder that is not a file or inside one, or move that file away")
     limit = resource_error(exc, exc.filename or str(where))
     if limit is not None:  # a full disk, a quota, a size limit: said as every command says them
-        limit.hint = ("free space on the --out folder's file system (or choose another folder), then run the "
-                      "command again; what the folder held before is intact")
+        limit.hint = (f"free space on the {named} folder's file system (or choose another folder), {then}; "
+                      "what the folder held before is intact")
         return limit
+    elsewhere = ("write elsewhere with --out DIR (a lake you may only read: --out a folder of your own)"
+                 if named == "--out" else f"set {named} to another folder")
     return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
-                          hint="check the folder's permissions and free space, or write elsewhere with --out DIR "
-                               "(a lake you may only read: --out a folder of your own)")
+                          hint=f"check the folder's permissions and free space, or {elsewhere}, {then}")
 
 
 def file_in_the_way(path: Path) -> Path | None:
@@ -158,24 +166,23 @@ def split_s3_url(url: str, where: str = "--out") -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def unanswered_hint(exc: BaseException, settings: str | None) -> str | None:
+def unanswered_hint(exc: BaseException, limits: str | None) -> str | None:
     """What to do when botocore's `exc` is an S3 endpoint not reached or not answering in time, after
-    the retries (else None); `settings`: the config path of the client's timeout_seconds and max_attempts."""
+    the retries (else None); `limits`: the settings of the client's timeout and attempts, to raise."""
     from botocore.exceptions import ConnectionError as NoConnection
     from botocore.exceptions import HTTPClientError  # a read timeout among them
 
     if not isinstance(exc, (NoConnection, HTTPClientError)):
         return None
-    return "check that the S3 endpoint answers" + (
-        f", or raise {settings}.timeout_seconds / {settings}.max_attempts" if settings else ", and run again")
+    return "check that the S3 endpoint answers" + (f", or raise {limits}" if limits else ", and run again")
 
 
 def upload_s3(files: Mapping[str, bytes | Path], client: Any, bucket: str, prefix: str, *, last: str | None = None,
-              what: str = "the files", settings: str | None = None) -> str:
+              what: str = "the files", limits: str | None = None) -> str:
     """PUT each file (bytes, or a local file sent in parts when large) under
     `s3://bucket/prefix/<name>` with `client` (boto3's, its timeouts and deadline the caller's), `last`
-    last; returns the prefix's URL. `settings`: the config path of the client's timeout_seconds and
-    max_attempts (`report`), when it has them."""
+    last; returns the prefix's URL. `limits`: the settings of the client's timeout and attempts, when
+    it has them (`report.timeout_seconds / report.max_attempts`)."""
     from boto3.exceptions import S3UploadFailedError  # what upload_file raises for a ClientError
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -190,5 +197,5 @@ def upload_s3(files: Mapping[str, bytes | Path], client: Any, bucket: str, prefi
                 client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
     except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
         raise SpendlakeError(f"cannot upload {what}: {exc}", where=f"s3://{bucket}/{prefix}/", hint=unanswered_hint(
-            exc, settings) or "check the bucket name and that the credentials allow s3:PutObject") from None
+            exc, limits) or "check the bucket name and that the credentials allow s3:PutObject") from None
     return f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"

@@ -33,8 +33,10 @@ from pathlib import Path
 
 import duckdb
 
+from connectors.aws_client import attempt_timeout, ends_by, make_client
 from service.core.config import Config
 from service.core.config_paths import check_outside_lake
+from service.core.deadline import Deadline
 from service.core.errors import UsageError, duckdb_error, naming, resource_error
 from service.core.lake import Lake
 from service.core.publish import (publish_staged, removed_if_failed, split_s3_url, staging_folder, upload_s3,
@@ -47,6 +49,7 @@ from service.export.focus import EXTENSIONS, INVOICING_ENTITY, SOURCE_COLUMN, VE
 from service.export.lookups import joined_lines
 
 METADATA_DIR = "metadata"
+LIMITS = "--timeout-seconds"  # what to raise when the S3 endpoint does not answer in time (publish.unanswered_hint)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class ExportOptions:
     sources: tuple[str, ...] = ()
     attribution: bool = False
     csv: bool = False
+    # to S3: each attempt's connect and each read, and all of the export's uploads (their attempts and backoffs)
+    timeout_seconds: float = 30
+    deadline_seconds: float = 3600
 
 
 @dataclass(frozen=True)
@@ -216,20 +222,24 @@ def _publish(staging: Path, staged: _Staged, options: ExportOptions) -> ExportRe
 
 
 def _upload(staging: Path, staged: _Staged, options: ExportOptions) -> ExportResult:
-    import boto3  # the AWS SDK's settings from the environment (README: Export)
-
+    """PUT the staged files with the AWS SDK's settings from the environment (README: Export), each
+    attempt's connect and reads ending by --timeout-seconds and all of them by --deadline-seconds, where
+    a bare client waited 60 s a read, five attempts, for each file."""
     bucket, prefix = split_s3_url(options.out)
-    client = boto3.client("s3")
+    deadline = Deadline.after(options.deadline_seconds, "--deadline-seconds", "the export's S3 calls")
+    attempt = attempt_timeout(options.timeout_seconds, deadline)
+    client = ends_by(make_client("s3", config_path="export", timeout=attempt), deadline, options.out,
+                     "check that the S3 endpoint answers")
     join = lambda *parts: "/".join(p for p in parts if p)  # noqa: E731
     if staged.schema is not None:
         files = {path.relative_to(staging / METADATA_DIR).as_posix(): path
                  for path in sorted((staging / METADATA_DIR).rglob("*.json"))}
-        upload_s3(files, client, bucket, join(prefix, METADATA_DIR), what="the export's metadata")
+        upload_s3(files, client, bucket, join(prefix, METADATA_DIR), what="the export's metadata", limits=LIMITS)
     periods = []
     for period, data in staged.periods:
         files = {path.name: path for path in sorted((staging / period).iterdir())}
         location = upload_s3(files, client, bucket, join(prefix, period), last=metadata.METADATA_FILE,
-                             what=f"the export of {period}")
+                             what=f"the export of {period}", limits=LIMITS)
         periods.append(ExportedPeriod(period, data.rows, data.bytes, location))
     location = f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"
     return ExportResult(location, options.version, staged.schema and staged.schema["SchemaId"], tuple(periods))

@@ -11,6 +11,7 @@ forecast's rate for the days left. All of them are answered from one read of the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -18,7 +19,7 @@ from decimal import Decimal
 from service.attribution import AttributionQuery, AttributionResult, api_parameter, attribute_queries, lacking_cost
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
-from service.core.coverage import data_end
+from service.core.coverage import data_end, snapshot_data_end
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
@@ -100,6 +101,7 @@ class BudgetStatus:
     # `source period` of the deliveries of the months read with no line of the budget's cost (an Azure
     # actual-cost export has no effective cost): their spend counts as 0 (attribute's note says it too)
     lacking: tuple[str, ...] = ()
+    no_data: bool = False  # no usage of the lake reaches into the month: its 0 is data not in, not no spend
 
     @property
     def used_ratio(self) -> Decimal:
@@ -113,7 +115,10 @@ class BudgetStatus:
     def status(self) -> str:
         """exceeded / forecast to exceed (100%), then the highest warning line crossed by the
         actual (`past 80%`) or, failing that, by the forecast (`forecast past 80%`), else ok; `no
-        spend yet` for a value no cost line carries and no known value nearly spells (a new team)."""
+        spend yet` for a value no cost line carries and no known value nearly spells (a new team); `no
+        data`, first, for a month the lake holds no usage of (an empty lake: its `ok` at 0% was no data)."""
+        if self.no_data:
+            return "no data"
         if self.no_spend_yet:
             return "no spend yet"
         if self.outlook.actual >= self.budget.amount:
@@ -228,6 +233,8 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
         months, _ = _spend(months_result)
         spend[scope] = tuple({(value, currency): cost for (value, currency, first), cost in months.items()
                               if first == start.date()} for start in (this_month, previous)) + (days, unmatched)
+    end = data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot)
+    no_data = end is None or naive_utc(end) <= this_month
     read = Window(previous if early_in_month(at) else this_month, at)  # the closed month is shown early in one
     lacking = _lacking_in_scope(lake, config, read, snapshot)
     statuses = []
@@ -242,8 +249,16 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
         statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), month_text(this_month),
                                      MonthOutcome(month_text(previous), last, b.amount) if last is not None
                                      else None, tuple(left_out), *unmatched.get(value, (None, False)),
-                                     lacking.get((b.dimension, value, b.cost), ())))
+                                     lacking.get((b.dimension, value, b.cost), ()), no_data))
     return statuses
+
+
+def no_data_note(statuses: Sequence[BudgetStatus]) -> str | None:
+    """One sentence when the month the budgets judge holds no usage: their 0 is no data, not no spend."""
+    if not statuses or not statuses[0].no_data:  # one month, one lake: all or none
+        return None
+    return (f"the lake holds no usage for {statuses[0].month}: every budget reads `no data` (its 0 is data not in "
+            "yet, not no spend); run `spendlake ingest`")
 
 
 def _lacking_in_scope(lake: Lake, config: Config, read: Window,
@@ -283,7 +298,7 @@ class BudgetsAsOf:
     @property
     def said(self) -> list[tuple[str, str]]:
         """(`warning` or `note`, sentence), budget by budget, as the command says them on stderr."""
-        said = []
+        said = [("note", note)] if (note := no_data_note(self.statuses)) else []
         for status in self.statuses:
             said += [("warning", text) for text in (status.unmatched_warning, status.warning) if text]
             said += [("note", text) for text in (status.no_spend_note, status.lacking_note, status.left_out_note)

@@ -28,6 +28,7 @@ from service.report.render import render_files
 
 log = logging.getLogger(__name__)
 
+LIMITS = "report.timeout_seconds / report.max_attempts"  # what to raise when the S3 endpoint is slow
 ENDPOINT_ANSWERS = "check that the S3 endpoint of the reports answers"  # besides raising report.deadline_seconds
 GATHER_ATTEMPTS = 3  # gathers of one report while ingests keep committing, before giving up
 # A day's report reaches back to the same days of the month before and ends at the day's end:
@@ -64,15 +65,22 @@ def default_out(config: Config) -> str:
     return config.report.out or str(Path(config.lake).parent / "reports")
 
 
-def write_report(config: Config, day: date, out: str | None = None) -> ReportResult:
-    """Gather, render and write the report for `day`; returns where it went."""
+SERVICE_AGAIN = "the service writes the report again by itself (after 5 minutes, doubling up to hourly)"
+
+
+def write_report(config: Config, day: date, out: str | None = None, *, serving: bool = False) -> ReportResult:
+    """Gather, render and write the report for `day`; returns where it went. A failure names the
+    folder by the flag or key that set it, and says what happens next: the service (`serving`)
+    tries the report again by itself, a command is run again."""
     target = out or default_out(config)
-    check_outside_lake(config, target, "reports", where="--out")
+    named = "--out" if out else "report.out"
+    check_outside_lake(config, target, "reports", where=named)
     files = render_files(gather_consistently(config, Lake.of(config), day))
     if target.startswith("s3://"):
         location = upload_report(files, target, day, config.report)
     else:
-        location = str(write_local(files, Path(target) / day.isoformat(), last="report.html"))
+        location = str(write_local(files, Path(target) / day.isoformat(), last="report.html", named=named,
+                                   **({"then": SERVICE_AGAIN} if serving else {})))
     return ReportResult(day, location, tuple(files))
 
 
@@ -97,4 +105,4 @@ def upload_report(files: dict[str, bytes], url: str, day: date, settings: Report
     folder = "/".join(p for p in (prefix, day.isoformat()) if p)
     client = held_client("s3", settings, config_path="report", region=None, deadline=settings.start_deadline("report"),
                          where=f"s3://{bucket}/{folder}/", smaller=ENDPOINT_ANSWERS)
-    return upload_s3(files, client, bucket, folder, last="report.html", what="the report", settings="report")
+    return upload_s3(files, client, bucket, folder, last="report.html", what="the report", limits=LIMITS)

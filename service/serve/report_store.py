@@ -34,7 +34,7 @@ from connectors.aws_client import held_to, make_client
 from service.core.config import ReportConfig
 from service.core.errors import SourceError, SpendlakeError
 from service.core.publish import split_s3_url, unanswered_hint
-from service.report.write import ENDPOINT_ANSWERS
+from service.report.write import ENDPOINT_ANSWERS, LIMITS
 from service.serve.http import Streamed
 
 log = logging.getLogger(__name__)
@@ -320,7 +320,7 @@ def s3_errors(url: str) -> Iterator[None]:
         raise SourceError(f"cannot read the reports: {exc}", where=url, hint=S3_HINT) from None
     except BotoCoreError as exc:
         raise SourceError(f"cannot read the reports: {exc}", where=url,
-                          hint=unanswered_hint(exc, "report") or S3_HINT) from None
+                          hint=unanswered_hint(exc, LIMITS) or S3_HINT) from None
 
 
 def report_store(out: str, settings: ReportConfig) -> LocalReports | S3Reports:

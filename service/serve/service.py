@@ -20,7 +20,7 @@ import time as clock_time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
@@ -28,11 +28,11 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 from service.attribution import TOPS_FORMAT, tops_owner
 from service.serve.app import Api, api_token
 from service.serve.exposure import exposure_warning
+from service.serve.daily import write_daily_report
 from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
-from service.core.coverage import last_whole_day
 from service.core.lake import Lake
 from service.core.logs import hide
 from service.core.output import printable
@@ -41,7 +41,6 @@ from service.core.serving import serving_or_reading
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
 from service.serve.reads_only import reads_only, reads_only_warning
-from service.report.write import ReportResult, write_report
 from service.serve.scheduler import STATE as JOBS_STATE, ServiceScheduler, Tasks, ToldFailure
 
 if TYPE_CHECKING:
@@ -135,18 +134,6 @@ def run_rules(config: Config) -> None:
     errors = evaluate(config).result.errors
     if errors:  # the other rules' findings are stored; the job still counts as failed
         raise SpendlakeError("; ".join(f"rule {o.rule}: {o.message}" for o in errors))
-
-
-def write_daily_report(config: Config, day: date) -> ReportResult:
-    """The report of `day` (the day before the run), or of the data's last whole day when the
-    bill has not reached `day`'s end yet: a report of a day without its data would show a
-    false drop."""
-    last = last_whole_day(Lake.of(config))
-    if last is not None:
-        day = min(day, last)
-    result = write_report(config, day)
-    log.info("daily report for %s written to %s", day, result.location)
-    return result
 
 
 def verify_lake(config: Config) -> None:

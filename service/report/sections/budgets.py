@@ -20,7 +20,7 @@ from decimal import Decimal
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start, minute_text, month_name
-from service.findings.budgets import budget_statuses, early_in_month
+from service.findings.budgets import budget_statuses, early_in_month, no_data_note
 from service.findings.forecast import history_start, month_bounds
 from service.report.model import Chart, Column, Section, Table
 
@@ -68,7 +68,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         series[f"line {line * 100:.0f}%"] = [line * 100 if line in s.budget.lines else None for s in statuses]
     chart = Chart("budget", "Budgets: % used (bar), month-end forecast (outline, band) and warning lines",
                   names, series, "%")
-    notes = [f"{note[0].upper()}{note[1:]}." for status in statuses
-             for note in (status.unmatched_warning, status.no_spend_note, status.lacking_note,
-                          status.left_out_note) if note]
+    said = [no_data_note(statuses)] + [note for status in statuses for note in (
+        status.unmatched_warning, status.no_spend_note, status.lacking_note, status.left_out_note)]
+    notes = [f"{note[0].upper()}{note[1:]}." for note in said if note]
     return Section("budgets", "Budgets", tables=[table], charts=[chart], note=" ".join(notes) or None)
