@@ -8,7 +8,7 @@ import os
 
 from service.core.config import load_config
 from service.core.lake import Lake
-from service.serve.config_watch import REFUSED_MESSAGE, ConfigWatch, as_read
+from service.serve.config_watch import BACK_MESSAGE, GONE_MESSAGE, ConfigWatch, as_read
 from service.serve.service import verify_lake
 
 
@@ -27,17 +27,16 @@ def test_a_config_file_turned_into_a_symlink_loop_leaves_the_running_configs_job
     verify_lake(config)  # an empty lake: nothing damaged, the job succeeds
 
 
-def test_a_removed_config_file_is_said_not_to_load_without_asking_for_a_sighup(tmp_path):
+def test_a_removed_config_file_is_said_gone_and_said_back_once_put_back(tmp_path):
     """`rm spendlake.yaml` under a running service logged "config changed on disk; send SIGHUP
-    to load it", and that SIGHUP was refused ("cannot read the config")."""
+    to load it", and that SIGHUP was refused ("cannot read the config"); then the CLI's "config file
+    not found — pass --config PATH or set $SPENDLAKE_CONFIG" (it was passed), and nothing once put back."""
     config_file = tmp_path / "spendlake.yaml"
     config_file.write_text(f"lake: {tmp_path / 'lake'}\n")
     said = []
     watch = ConfigWatch(config_file, said.append, as_read(config_file), validate=lambda: load_config(config_file))
     config_file.unlink()
-    assert watch.check()
-    [line] = said
-    assert line.startswith(f"{REFUSED_MESSAGE} ({config_file}): ") and "SIGHUP" not in line, said
-    assert "spendlake.yaml" in line.removeprefix(f"{REFUSED_MESSAGE} ({config_file}): "), line
-    config_file.write_text(f"lake: {tmp_path / 'lake'}\n")  # put back as it was: nothing to say
-    assert not watch.check() and len(said) == 1
+    assert watch.check() and said == [f"{GONE_MESSAGE} ({config_file})"]
+    assert watch.check() and len(said) == 1  # said once
+    config_file.write_text(f"lake: {tmp_path / 'lake'}\n")  # put back as it was: the log says it reads again
+    assert not watch.check() and said[1:] == [f"{BACK_MESSAGE} ({config_file})"]

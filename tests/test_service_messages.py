@@ -29,3 +29,45 @@ def test_the_daily_report_on_a_full_disk_names_report_out_and_says_the_service_t
     assert refused.value.hint == ("free space on the report.out folder's file system (or choose another folder), the "
                                   "service writes the report again by itself (after 5 minutes, doubling up to "
                                   "hourly); what the folder held before is intact")
+
+
+def test_a_sighup_while_the_config_file_is_gone_says_so_and_keeps_the_running_config(tmp_path):
+    """Was 'SIGHUP: the config was not reloaded ...: config file not found — pass --config PATH or set
+    $SPENDLAKE_CONFIG': the service was given the file, which is gone."""
+    from service.core.config import load_config
+    from service.serve.config_watch import GONE_MESSAGE
+    from service.serve.service import Service
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0'}}\n")
+    service = Service(load_config(path), reload=lambda: load_config(path))
+    path.unlink()
+    said = []
+    assert service.reloaded(said.append) is None
+    assert said == [f"SIGHUP: {GONE_MESSAGE} ({path})"] and "--config" not in said[0]
+    service.bound.server_close()  # bound at start, never served here
+
+
+def test_a_taken_default_address_is_named_as_the_default_and_a_taken_port_makes_no_lake_folder(tmp_path, monkeypatch):
+    """Was 'service.listen: cannot listen on 127.0.0.1:9464' with no service.listen in the config; and a
+    serve failing on a taken port had already made <lake>/_locks and <lake>/_state in a new lake folder."""
+    import socket
+
+    from service.core.config import parse_config
+    from service.core.errors import ConfigError
+    from service.serve.service import Service
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        lake = tmp_path / "new" / "lake"
+        unset = parse_config({"lake": str(lake)}, str(tmp_path / "spendlake.yaml"))
+        monkeypatch.setitem(unset.service.__dict__, "listen", address)  # as though it were the default
+        with pytest.raises(ConfigError) as refused:
+            Service(unset).run(lambda line: None)
+        assert str(refused.value).startswith(f"service.listen (not set: the default): cannot listen on {address}: ")
+        assert not (tmp_path / "new").exists()
+        named = parse_config({"lake": str(lake), "service": {"listen": address}}, str(tmp_path / "spendlake.yaml"))
+        with pytest.raises(ConfigError) as refused:
+            Service(named).run(lambda line: None)
+        assert str(refused.value).startswith(f"service.listen: cannot listen on {address}: ")
+        assert not (tmp_path / "new").exists()

@@ -27,6 +27,10 @@ from service.core.errors import SpendlakeError
 
 CHANGED_MESSAGE = "config changed on disk; send SIGHUP to load it"
 REFUSED_MESSAGE = "config changed on disk and does not load; still serving the running one"
+# a file removed is said as gone (it was said as not loading, with the CLI's "pass --config PATH"), and once
+# it reads as the running config again, so the log tells when spendlake_config_file_changed went back to 0
+GONE_MESSAGE = "the config file the service runs from is gone; the running config goes on"
+BACK_MESSAGE = "the config file is back as the service runs it"
 # what a file removed (or unreadable) is said as: its digest None reads as "nothing said",
 # and every later edit was then taken for the change already said, broken or not
 GONE = "(no file)"
@@ -79,13 +83,21 @@ class ConfigWatch(Collector):
             digest = _digest(self.path)
             changed = stat is None or digest != self._loaded
             if changed and (digest or GONE) != self._said:
-                # loaded as a SIGHUP would read it: a file removed (or unreadable) does not load either
-                error = self._load_error()
-                self.announce(f"{CHANGED_MESSAGE} ({self.path})" if error is None
-                              else f"{REFUSED_MESSAGE} ({self.path}): {error}")
+                self._say_changed(stat, self._load_error)  # loaded as a SIGHUP would read it
+            elif not changed and self._said == GONE:
+                self.announce(f"{BACK_MESSAGE} ({self.path})")
             self._said = (digest or GONE) if changed else None
             self.changed = changed
             return changed
+
+    def _say_changed(self, stat: tuple[int, int] | None, error: Callable[[], str | None]) -> None:
+        """A change of the file: gone, or one that loads (a SIGHUP would load it) or does not (`error()`)."""
+        if stat is None:
+            self.announce(f"{GONE_MESSAGE} ({self.path})")
+            return
+        said = error()
+        self.announce(f"{CHANGED_MESSAGE} ({self.path})" if said is None
+                      else f"{REFUSED_MESSAGE} ({self.path}): {said}")
 
     def _load_error(self) -> str | None:
         if self.validate is None:
@@ -103,7 +115,7 @@ class ConfigWatch(Collector):
             self._stat = read[0]
             changed = read[0] is None or read[1] != self._loaded
             if changed and (read[1] or GONE) != self._said:
-                self.announce(f"{REFUSED_MESSAGE} ({self.path}): {error}")
+                self._say_changed(read[0], lambda: error)
             self._said = (read[1] or GONE) if changed else None
             self.changed = changed
 

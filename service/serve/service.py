@@ -29,7 +29,7 @@ from service.attribution import TOPS_FORMAT, tops_owner
 from service.serve.app import Api, api_token
 from service.serve.exposure import exposure_warning
 from service.serve.daily import write_daily_report
-from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
+from service.serve.config_watch import CHANGED_MESSAGE, GONE_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 SERVED = "tops_owner"  # in _state/jobs.json: whose metric tops the service stored last (served_before)
 SERVED_FORMAT = "tops_format"  # and their form: the tops of a version before an upgrade are not shown
 EARLIER_KEPT = 3  # replaced configs whose tops a scrape may show: reloads in a row before any build is done
-ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE, REFUSED_MESSAGE)  # what the service says of itself that asks the operator to act
+# what the service says of itself that asks the operator to act
+ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE, REFUSED_MESSAGE, GONE_MESSAGE)
 
 
 def announce(line: str) -> None:
@@ -237,20 +238,28 @@ class Service:
         self.config = config
         self.listen_option = listen  # --listen outlives a reload; service.listen may change with it
         self.listen = listen or config.service.listen
-        self.listen_from = "--listen" if listen else "service.listen"  # what an error names
+        # what an address that cannot be bound is named as: the flag or key that set it, or the key of the default
+        set_by = "service.listen" + ("" if "listen" in config.service.model_fields_set else " (not set: the default)")
+        self.listen_from = "--listen" if listen else set_by
         self.given_tasks = tasks
         self.tasks = tasks or default_tasks(config)
         self.token = api_token(config)
         hide(self.token or "")  # a client that puts it in a URL's path or an unknown parameter: the access log
         self.clock = clock
         self.lake = Lake.of(config)
+        self.bound = None  # the server bound on this config's address before it serves (a start's, a reload's)
         if pin:  # a reload's, once it is taken (taken_over_by): a refused config makes no lake folder
-            pin_root(self.lake.root)  # a lake moved away while serving fails, not comes back empty
+            # the address first: a taken port left a new lake folder with its _locks and _state made
+            self.bound = make_server(None, self.listen, where=self.listen_from)
+            try:
+                pin_root(self.lake.root)  # a lake moved away while serving fails, not comes back empty
+            except OSError:
+                self.bound.server_close()
+                raise
         self.config_read = as_read(self.lake.config_file)  # the file as `config` was read from it
         self.reload = reload
         self.requests = requests or Requests()
         self.handed = None  # (server, thread) of the service before a reload, still listening here
-        self.bound = None  # the server a reload bound on this config's new address, not serving yet
         self.earlier: tuple[str, ...] = ()  # tops_owner of the configs reloads replaced on this lake, newest first
         self.last_good = LastGood()  # the metrics' cost groups last read (LakeCollector), kept by a reload
 
@@ -265,6 +274,11 @@ class Service:
             announce("SIGHUP: no config file to read again; still serving the running config")
             return None
         read = as_read(self.lake.config_file)  # before reading it: an edit meanwhile is a new one
+        if read[0] is None and self.lake.config_file is not None:  # not "pass --config PATH": it was passed
+            announce(f"SIGHUP: {GONE_MESSAGE} ({self.lake.config_file})")
+            if watch is not None:
+                watch.refused(read, GONE_MESSAGE)
+            return None
         try:
             successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
                                 reload=self.reload, requests=self.requests, pin=False)
