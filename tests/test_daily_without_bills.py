@@ -12,12 +12,13 @@ from prometheus_client import CollectorRegistry
 from servicekit import commit
 
 from service.core.config import parse_config
+from service.core.errors import DataError
 from service.core.lake import Lake
 from service.findings.budgets import budgets_as_of
 from service.serve.daily import write_daily_report
 from service.serve.metrics import JobMetrics
 from service.serve.scheduler import ServiceScheduler, Tasks
-from test_service_scheduler import SIX, utc
+from test_service_scheduler import SIX, utc, wait_for
 
 DAY = date(2026, 11, 29)
 # usage on the 28th and through the 29th's end: the last whole day is the 29th
@@ -133,3 +134,32 @@ def test_the_reports_budgets_of_a_month_past_the_data_read_no_data(tmp_path):
     assert section.note.startswith("The lake holds no usage for 2026-12")
     november = budgets_section(config, Lake.of(config), DAY)
     assert [row["status"] for row in november.tables[0].rows] == ["ok"] and november.note is None
+
+
+def test_a_report_waiting_for_its_next_try_is_tried_once_an_ingest_succeeds(tmp_path):
+    """Its next try an hour away (the retries double up to hourly): the ingest that brings the bill has it
+    written then, where it waited for the try."""
+    import threading
+
+    lake = Lake(tmp_path / "lake")
+    ingested = threading.Event()
+    tried = []
+
+    def report(day):
+        tried.append(day)
+        if not ingested.is_set():
+            raise DataError("no bill yet")
+
+    def ingest():
+        if tried:  # the first ingest, before the make-up run, brings nothing
+            ingested.set()
+
+    scheduler = ServiceScheduler(lake, JobMetrics(CollectorRegistry(), ["ingest", "daily"]),
+                                 Tasks(ingest=ingest, rules=None, daily=report), ingest_every=timedelta(seconds=1),
+                                 daily_at=SIX, clock=lambda: utc(2026, 11, 30, 7), daily_retry=timedelta(hours=1))
+    scheduler.start()
+    try:
+        wait_for(lambda: lake.read_state("jobs").get("daily"), timeout=20)
+    finally:
+        scheduler.shutdown()
+    assert tried == [DAY, DAY]

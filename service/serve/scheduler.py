@@ -15,7 +15,8 @@
   next day's fire that waited for the same turn) does nothing.
 - A daily report that fails (or finds the lake held) is tried again, the report only, after
   `daily_retry`, doubling up to DAILY_RETRY_MAX, rather than waiting for the next day's fire
-  (finance waited a day for a report a full disk or a busy lake had stopped for minutes).
+  (finance waited a day for a report a full disk or a busy lake had stopped for minutes), and at
+  once after an ingest that succeeds (a report lacking a failing source's bill: daily.py).
 - APScheduler plans each next run from the previous one on the wall clock, so a clock set back
   (NTP setting right one that ran weeks ahead) held every job until it caught up: a job planned
   further ahead than its trigger can plan is run at once, which plans it again from there.
@@ -196,11 +197,20 @@ class ServiceScheduler:
             with self.turn:
                 if not self.first_ingest.is_set():
                     self._store_rollups()
-                self.instrumented("ingest", self.tasks.ingest)
+                ingested = self.instrumented("ingest", self.tasks.ingest)
                 if self.tasks.rules is not None and not self._stopping("the rules"):
                     self.instrumented("rules", self.tasks.rules)
+            if ingested:
+                self._retry_now()
         finally:
             self.first_ingest.set()
+
+    def _retry_now(self) -> None:
+        """A report waiting for its next try is tried once an ingest succeeds: the bill it lacked (a source
+        failing, daily.py) may be in now, where it waited up to an hour more."""
+        job = self.scheduler.get_job(RETRY_JOB) if self.scheduler.running else None
+        if job is not None:
+            job.modify(next_run_time=datetime.now(timezone.utc))  # APScheduler's clock, as in start()
 
     def _store_rollups(self) -> None:
         """The rollups and tops of this config, stored before the first ingest reads every source (minutes
