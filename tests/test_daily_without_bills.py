@@ -163,3 +163,11 @@ def test_a_report_waiting_for_its_next_try_is_tried_once_an_ingest_succeeds(tmp_
     finally:
         scheduler.shutdown()
     assert tried == [DAY, DAY]
+
+
+def test_a_config_without_billing_sources_has_its_report_written_as_before(tmp_path):
+    config = parse_config({"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}},
+                          str(tmp_path / "spendlake.yaml"))
+    assert not (tmp_path / "reports").exists()
+    assert write_daily_report(config, DAY).day == DAY
+    assert (tmp_path / "reports" / DAY.isoformat() / "report.html").is_file()
