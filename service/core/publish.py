@@ -127,7 +127,8 @@ def write_error(exc: OSError, where: Path | str, what: str, *, named: str = "--o
     elsewhere = ("write elsewhere with --out DIR (a lake you may only read: --out a folder of your own)"
                  if named == "--out" else f"set {named} to another folder")
     return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
-                          hint=f"check the folder's permissions and free space, or {elsewhere}, {then}")
+                          hint=f"check the folder's permissions and free space, or {elsewhere}"
+                               + ("" if then == AGAIN_BY_HAND else f"; {then}"))  # a command's is plain
 
 
 def file_in_the_way(path: Path) -> Path | None:
