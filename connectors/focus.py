@@ -14,6 +14,8 @@ producers, and is handled here:
   falls back to it); Microsoft's FOCUS 1.0 export writes the invoice id, SKU details, meter
   name and pricing currency as `x_InvoiceId`, `x_SkuDetails`, `x_SkuMeterName`,
   `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
+  each producer's instance type (AWS's usage type, Microsoft's VM size, SkuPriceDetails'
+  InstanceType) is read as x_instance_type (connectors/focus_instances.py);
   the lake's own `x_` columns (`x_line_item_type`, `x_instance_type`, `x_credits`, ...) are read
   where a file has them, so `spendlake export` read back keeps what clusters and commitments read;
   Google's FOCUS view gives `x_Credits` as the row's credit records: x_credits is their sum;
@@ -50,6 +52,7 @@ from connectors.aws_cur2 import DATA, MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, line_holding, read_csv
 from connectors.focus_bundles import newest_versions
+from connectors.focus_instances import instance_type
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
                                    amounts_sum, decimal, ident, is_record_list, json_text, open_table, identifier,
                                    rounded_away, sql_string, text, timestamp, timestamp_per_value)
@@ -139,8 +142,9 @@ class FocusConnector(FolderExport):
     kind = "focus"
     # FOCUS 1.2+: InvoiceId MUST be null when the charge is on no issued or provisional invoice
     final_when = "every"
-    # 1: the lake's own x_ columns of a spendlake export are read; 2: enumerated values in FOCUS's case
-    reader_version = 2
+    # 1: the lake's own x_ columns of a spendlake export are read; 2: enumerated values in FOCUS's case;
+    # 3: the instance type from the producers' own columns (connectors/focus_instances.py)
+    reader_version = 3
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     period_column = "BillingPeriodStart"
@@ -206,6 +210,8 @@ class FocusConnector(FolderExport):
                 expressions[name] = json_text(table, *candidates)
             elif name in ID_COLUMNS:
                 expressions[name] = identifier(table, *candidates)
+            elif name == "x_instance_type":
+                expressions[name] = instance_type(table)
             elif name in ENUMERATED:
                 expressions[name] = in_focus_spelling(text(table, *candidates), ENUMERATED[name])
             else:
