@@ -31,24 +31,28 @@ INSTANCE_HOUR = r"^(?:[A-Z]+[0-9]*-)?(?:BoxUsage|SpotUsage|DedicatedUsage|Unused
 
 def instance_type(table: Table) -> str | None:
     """SQL of a line's instance type (the module's order), or None when the file can name none."""
-    choices = [text(table, "x_instance_type"), _from_sku_details(table), _from_usage_type(table)]
-    present = [sql for sql in choices if sql]
-    if not present:
-        return None
-    return present[0] if len(present) == 1 else f"coalesce({', '.join(present)})"
+    return _first([sql for sql in (text(table, "x_instance_type"), _from_sku_details(table), _from_usage_type(table))
+                   if sql])
 
 
 def _from_sku_details(table: Table) -> str | None:
-    details = json_text(table, *SKU_DETAILS_COLUMNS)
-    if details is None:
-        return None
-    return (f"CASE WHEN json_valid({details}) THEN coalesce(json_extract_string({details}, '$.InstanceType'), "
-            f"CASE WHEN json_exists({details}, '$.VCPUs') THEN json_extract_string({details}, '$.ServiceType') END) END")
+    """Each SKU details column the file has (Microsoft's may carry both), the first naming one."""
+    found = []
+    for column in SKU_DETAILS_COLUMNS:
+        if (details := json_text(table, column)) is not None:
+            found.append(f"CASE WHEN json_valid({details}) THEN coalesce("
+                         f"json_extract_string({details}, '$.InstanceType'), CASE WHEN json_exists({details}, "
+                         f"'$.VCPUs') THEN json_extract_string({details}, '$.ServiceType') END) END")
+    return _first(found)
 
 
 def _from_usage_type(table: Table) -> str | None:
-    usage_types = [sql for name in USAGE_TYPE_COLUMNS if (sql := text(table, name))]
-    if not usage_types:
+    usage = _first([sql for name in USAGE_TYPE_COLUMNS if (sql := text(table, name))])
+    return usage and f"NULLIF(regexp_extract({usage}, {sql_string(INSTANCE_HOUR)}, 1), '')"
+
+
+def _first(values: list[str]) -> str | None:
+    """SQL of the first of `values` not null; None for none."""
+    if not values:
         return None
-    usage = usage_types[0] if len(usage_types) == 1 else f"coalesce({', '.join(usage_types)})"
-    return f"NULLIF(regexp_extract({usage}, {sql_string(INSTANCE_HOUR)}, 1), '')"
+    return values[0] if len(values) == 1 else f"coalesce({', '.join(values)})"

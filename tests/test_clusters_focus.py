@@ -40,15 +40,15 @@ PRODUCERS = {
 }
 
 
-def focus_file(column: str, lines: list[tuple[str, str, str, str]]) -> str:
-    """A FOCUS CSV of (resource, the producer's value, cost, charge period start) lines, one hour each."""
+def focus_file(column: str | tuple[str, ...], lines: list[tuple]) -> str:
+    """A FOCUS CSV of (resource, the producer's value(s) of `column`(s), cost, charge period start) lines, one hour each."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow((*COLUMNS, column))
+    writer.writerow((*COLUMNS, *([column] if isinstance(column, str) else column)))
     for resource, value, cost, start in lines:
         end = start.replace("T10:", "T11:")
         writer.writerow((cost, cost, "USD", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", start, end, "Usage",
-                         "Cloud", resource, value))
+                         "Cloud", resource, *([value] if isinstance(value, str) else value)))
     return out.getvalue()
 
 
@@ -102,13 +102,17 @@ def test_only_an_instance_hours_usage_type_or_a_vms_size_names_an_instance_type(
     details = {json.dumps(H100): "Standard_ND96isr_H100_v5", json.dumps({"ServiceType": "Gateway"}): None,
                json.dumps({"InstanceType": "p5.48xlarge", "ServiceType": "Standard_D2s_v3", "VCPUs": 2}): "p5.48xlarge",
                "not json": None}
-    for name, column, cases in (("aws", "x_UsageType", usage), ("azure", "x_SkuDetails", details)):
+    # a file with both columns: SkuPriceDetails naming no instance type, x_SkuDetails a VM size
+    both = {(json.dumps({"x_PricingBlockSize": 1}), json.dumps(H100)): "Standard_ND96isr_H100_v5",
+            (json.dumps({"InstanceType": "p5.48xlarge"}), json.dumps(H100)): "p5.48xlarge"}
+    files = (("aws", "x_UsageType", usage), ("azure", "x_SkuDetails", details),
+             ("both", ("SkuPriceDetails", "x_SkuDetails"), both))
+    for name, column, cases in files:
         folder = tmp_path / name / "2026-11"
         folder.mkdir(parents=True)
         (folder / "focus.csv").write_text(focus_file(column, [
             (f"r{i}", value, "1", f"2026-11-02T10:0{i}:00Z") for i, value in enumerate(cases)]))
-    lake, result = ingest_files(tmp_path, ("aws", "focus", tmp_path / "aws"), ("azure", "focus", tmp_path / "azure"))
+    lake, result = ingest_files(tmp_path, *((name, "focus", tmp_path / name) for name, _, _ in files))
     assert failures(result) == []
     read = dict(lake.query().execute("SELECT source || ResourceId, x_instance_type FROM costs").fetchall())
-    assert read == {**{f"awsr{i}": want for i, want in enumerate(usage.values())},
-                    **{f"azurer{i}": want for i, want in enumerate(details.values())}}
+    assert read == {f"{name}r{i}": want for name, _, cases in files for i, want in enumerate(cases.values())}
