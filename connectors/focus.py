@@ -52,7 +52,7 @@ from connectors.aws_cur2 import DATA, MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, line_holding, read_csv
 from connectors.focus_bundles import newest_versions
-from connectors.focus_instances import instance_type
+from connectors.focus_instances import instance_type, instance_type_per_value
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
                                    amounts_sum, decimal, ident, is_record_list, json_text, open_table, identifier,
                                    rounded_away, sql_string, text, timestamp, timestamp_per_value)
@@ -192,6 +192,7 @@ class FocusConnector(FolderExport):
                             where=uri, hint="spendlake reads FOCUS 1.0 to 1.3: export the data as FOCUS 1.0 or later")
         expressions: dict[str, str | None] = {}
         per_value: dict[str, str] = {}  # JSON tags and times as text: parsed once per distinct value by the stager
+        texts: dict[str, str] = {}  # the text of each per_value column that is not the column itself
         for name, kind in COST_COLUMNS:
             candidates = ALTERNATIVES.get(name, (name,))
             if name == "x_credits" and (listed := credits_listed(table)):
@@ -212,6 +213,8 @@ class FocusConnector(FolderExport):
                 expressions[name] = identifier(table, *candidates)
             elif name == "x_instance_type":
                 expressions[name] = instance_type(table)
+                if once := instance_type_per_value(table):
+                    texts[name], per_value[name] = once
             elif name in ENUMERATED:
                 expressions[name] = in_focus_spelling(text(table, *candidates), ENUMERATED[name])
             else:
@@ -220,7 +223,8 @@ class FocusConnector(FolderExport):
         rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
         # the columns the file has: the stager adds the others as nulls
         select = PerValueSelect(present, f"{rounding}{table.file_column} FROM {table.source}",
-                                {name: per_value_text(table, *ALTERNATIVES.get(name, (name,))) for name in per_value},
+                                {name: texts.get(name) or per_value_text(table, *ALTERNATIVES.get(name, (name,)))
+                                 for name in per_value},
                                 per_value, absent_as_null=False)
         return select if per_value else select.sql
 

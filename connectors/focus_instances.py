@@ -21,7 +21,9 @@ separate SKUs and names no machine type, so its lines reach jobs only where the 
 
 from __future__ import annotations
 
-from connectors.exportfile import Table, json_text, sql_string, text
+from collections.abc import Callable
+
+from connectors.exportfile import Table, ident, json_text, sql_string
 
 USAGE_TYPE_COLUMNS = ("x_UsageType", "x_usage_type", "SkuMeter")
 SKU_DETAILS_COLUMNS = ("SkuPriceDetails", "x_SkuDetails")
@@ -31,28 +33,46 @@ INSTANCE_HOUR = r"^(?:[A-Z]+[0-9]*-)?(?:BoxUsage|SpotUsage|DedicatedUsage|Unused
 
 def instance_type(table: Table) -> str | None:
     """SQL of a line's instance type (the module's order), or None when the file can name none."""
-    return _first([sql for sql in (text(table, "x_instance_type"), _from_sku_details(table), _from_usage_type(table))
-                   if sql])
-
-
-def _from_sku_details(table: Table) -> str | None:
-    """Each SKU details column the file has (Microsoft's may carry both), the first naming one."""
-    found = []
-    for column in SKU_DETAILS_COLUMNS:
-        if (details := json_text(table, column)) is not None:
-            found.append(f"CASE WHEN json_valid({details}) THEN coalesce("
-                         f"json_extract_string({details}, '$.InstanceType'), CASE WHEN json_exists({details}, "
-                         f"'$.VCPUs') THEN json_extract_string({details}, '$.ServiceType') END) END")
-    return _first(found)
-
-
-def _from_usage_type(table: Table) -> str | None:
-    usage = _first([sql for name in USAGE_TYPE_COLUMNS if (sql := text(table, name))])
-    return usage and f"NULLIF(regexp_extract({usage}, {sql_string(INSTANCE_HOUR)}, 1), '')"
-
-
-def _first(values: list[str]) -> str | None:
-    """SQL of the first of `values` not null; None for none."""
-    if not values:
+    found = [read(text) for _name, text, read in _sources(table)]
+    if not found:
         return None
-    return values[0] if len(values) == 1 else f"coalesce({', '.join(values)})"
+    return found[0] if len(found) == 1 else f"coalesce({', '.join(found)})"
+
+
+def instance_type_per_value(table: Table) -> tuple[str, str] | None:
+    """(the text, SQL over it as `value`) for the stager to read once per distinct text
+    (service.core.per_value: AWS's FOCUS 1.0 export has a few dozen usage types per million lines,
+    and the regular expression on each line cost 0.2 CPU s per million), when one text column
+    names the type; None otherwise (several are read per line)."""
+    sources = _sources(table)
+    if len(sources) != 1 or sources[0][2] is _as_written or str(table.type_of(sources[0][0])) != "VARCHAR":
+        return None
+    name, _text, read = sources[0]
+    return ident(name), read(f"nullif({ident('value')}, '')")
+
+
+def _sources(table: Table) -> list[tuple[str, str, Callable[[str], str]]]:
+    """The file's columns naming an instance type, in order: (column, its text, the type read from a text)."""
+    found: list[tuple[str, str, Callable[[str], str]]] = []
+    if name := table.name("x_instance_type"):
+        found.append((name, table.text(name), _as_written))
+    for column in SKU_DETAILS_COLUMNS:  # Microsoft's export may carry both
+        if name := table.name(column):
+            found.append((name, json_text(table, name), _from_sku_details))
+    for column in USAGE_TYPE_COLUMNS:
+        if name := table.name(column):
+            found.append((name, table.text(name), _from_usage_type))
+    return found
+
+
+def _as_written(value: str) -> str:
+    return value
+
+
+def _from_sku_details(details: str) -> str:
+    return (f"CASE WHEN json_valid({details}) THEN coalesce(json_extract_string({details}, '$.InstanceType'), "
+            f"CASE WHEN json_exists({details}, '$.VCPUs') THEN json_extract_string({details}, '$.ServiceType') END) END")
+
+
+def _from_usage_type(usage: str) -> str:
+    return f"NULLIF(regexp_extract({usage}, {sql_string(INSTANCE_HOUR)}, 1), '')"
