@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from connectors import empty_costs
 from connectors.aws_columns import AwsColumns, first_text, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import RESERVATION_ARN, focus_columns, product_text
 from connectors.csvfile import RESAVED_ID_PROBLEM, csv_reader, unless_resaved_id
@@ -54,12 +55,13 @@ if TYPE_CHECKING:  # per_value needs Arrow, which a config's validation (it load
 
 __all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]
 
+BILLED = "line_item_unblended_cost"
 REQUIRED = (
     "bill_billing_period_start_date",
     "line_item_usage_start_date",
     "line_item_line_item_type",
     "line_item_currency_code",
-    "line_item_unblended_cost",
+    BILLED,
 )
 
 MONEY_FIELDS = (
@@ -253,17 +255,20 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     parsed.append(f"{quantity(columns, 'line_item_usage_amount')} AS __q_usage")
     level1 = f"SELECT *, {', '.join(parsed)} FROM {raw_view}"
 
+    display_of = f"spendlake_display_{uuid.uuid4().hex}"
+    con.create_function(display_of, lambda file: display.get(file, file), ["VARCHAR"], "VARCHAR", side_effects=True)
+
     def money(field: str) -> str:
-        """... and level 2 stops on a NULL whose source text was not empty."""
+        """... and level 2 stops on a NULL whose source text was not empty, and on an empty billed
+        cost (empty_costs: AWS gives every line one)."""
         if not columns.has(field):
             return "NULL"
         parsed_value, original = ident("__m_" + field), columns.raw(field)
         present = f"{original} <> ''" if columns.is_text(field) else f"{original} IS NOT NULL"
         message = f"{locator}(filename, {literal(columns.by_snake[field])}, CAST({original} AS VARCHAR))"
-        return f"(CASE WHEN {parsed_value} IS NULL AND {present} THEN error({message}) ELSE {parsed_value} END)"
-
-    display_of = f"spendlake_display_{uuid.uuid4().hex}"
-    con.create_function(display_of, lambda file: display.get(file, file), ["VARCHAR"], "VARCHAR", side_effects=True)
+        empty = (empty_costs.failed_sql(f"{display_of}(filename)", columns.by_snake[field], empty_costs.CUR_EMPTY)
+                 if field == BILLED else parsed_value)
+        return f"(CASE WHEN {parsed_value} IS NOT NULL THEN {parsed_value} WHEN {present} THEN error({message}) ELSE {empty} END)"
 
     def identifier(field: str) -> str:
         """An account or resource id; a spreadsheet's 1.23412E+11 fails the read naming file and column."""
@@ -274,7 +279,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         return unless_resaved_id(value, lambda sql: f"error({display_of}(filename) || {problem} || {sql})")
 
     line_type = text(columns, "line_item_line_item_type")
-    unblended = money("line_item_unblended_cost")
+    unblended = money(BILLED)
 
     def zero_if_null(field: str) -> str:
         return f"coalesce({money(field)}, 0)"
@@ -353,7 +358,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     # cheaper than DuckDB computing ~30 all-NULL columns (staging._complete)
     select = cost_select_list({name: sql for name, sql in expressions.items() if sql != "NULL"}, absent_as_null=False)
     rounding = {measure: rounded_away_sql(columns.raw(field), columns.types[columns.by_snake[field]])
-                for measure, field in (("BilledCost", "line_item_unblended_cost"),
+                for measure, field in (("BilledCost", BILLED),
                                        ("ListCost", "pricing_public_on_demand_cost"))
                 if columns.has(field)}  # EffectiveCost is derived from several fields
     if rounding.get("ListCost"):

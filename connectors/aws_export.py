@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import duckdb
 
+from connectors import empty_costs
 from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery, StoredExport
 from connectors.csvfile import csv_header, local_csv, read_csv, with_the_time_refused
@@ -117,8 +118,11 @@ class AwsExportConnector(StoredExport):
         self._read: dict[str, str] = {}  # the last delivery read's files: local path → name
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
-        """A time DuckDB refused (naming no file, line or column) with its file, line and column."""
-        return with_the_time_refused(error, self._read) or super().locate(error, con)
+        """A time DuckDB refused (naming no file, line or column) with its file, line and column; an
+        empty cost with its file and line (connectors.empty_costs)."""
+        return (with_the_time_refused(error, self._read)
+                or empty_costs.with_its_line(error, {name: Path(local) for local, name in self._read.items()})
+                or super().locate(error, con))
 
     # What the export's manifest calls its list of data files and its delivery id, and what
     # it is called in the hint of a manifest without that list.

@@ -49,8 +49,9 @@ from pathlib import Path, PurePosixPath
 import duckdb
 
 from connectors.aws_cur2 import DATA, MANIFEST, AwsCur2Connector
+from connectors import empty_costs
 from connectors.base import Delivery, OtherDataset
-from connectors.csvfile import TEXT, line_holding, read_csv
+from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.focus_instances import instance_type, instance_type_per_value
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
@@ -110,7 +111,6 @@ NULLS = ("", "NULL")  # how producers write a null cell
 # FOCUS: BilledCost and EffectiveCost MUST NOT be null. An empty cell read as nothing billed would be one total,
 # the export's (service.export.focus fills either from the other) another: the file fails, naming its line.
 NOT_NULL = ("BilledCost", "EffectiveCost")
-EMPTY_COST = "empty, where FOCUS requires an amount (a cost MUST NOT be null)"
 # Every column a FOCUS file's rows are read from (lowercased): a Hive folder of another name
 # (`BillingPeriod=2024-09/`, `year=2024/`) reaches no row (service.ingest.copies).
 READ = frozenset(name.lower() for name in (*(n for n, _ in COST_COLUMNS), *(c for cs in ALTERNATIVES.values() for c in cs),
@@ -148,6 +148,7 @@ class FocusConnector(FolderExport):
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     period_column = "BillingPeriodStart"
+    null_cells = NULLS
     data_exports: DataExportsLayout | None = None
 
     def deliveries(self) -> Iterator[Delivery]:
@@ -198,7 +199,8 @@ class FocusConnector(FolderExport):
             if name == "x_credits" and (listed := credits_listed(table)):
                 expressions[name] = listed
             elif kind in (MONEY, QUANTITY):
-                expressions[name] = required(table, name, decimal(table, kind, *candidates))
+                amount = decimal(table, kind, *candidates)
+                expressions[name] = empty_costs.required(table, name, amount, empty_costs.FOCUS_EMPTY) if name in NOT_NULL else amount
             elif kind == "TIMESTAMP":
                 expressions[name] = timestamp(table, *candidates)
                 if once := timestamp_per_value(table, *candidates):
@@ -231,10 +233,8 @@ class FocusConnector(FolderExport):
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A CSV money value the SQL found not a number, with its line: the CSV reader parses
         that column of the file as a number, and its error names the line (read as text, the
-        value has none); an empty cost with its line (empty_cost). Any other error as it is.
-        Called while the files are still local."""
-        if empty := self.empty_cost(error):
-            return empty
+        value has none); any other as FolderExport.locate tells it. Called while the files are still
+        local."""
         for uri, path in self.local.items():
             # "<uri>: column X: …", or "<uri>: <what failed>: column X: …" where the failure names the file
             found = re.search(re.escape(f"{uri}: ") + f"(?:[^:]+: )?column (.+?): {NOT_A_NUMBER}: ", str(error))
@@ -245,27 +245,6 @@ class FocusConnector(FolderExport):
                 except duckdb.Error as exc:
                     return duckdb_error(exc, "could not read the delivery", where=uri)
         return super().locate(error, con)
-
-
-    def empty_cost(self, error: SpendlakeError) -> SpendlakeError | None:
-        """An empty cost (NOT_NULL) with the line of a CSV file it is on; None for another error."""
-        found = re.search(f"column (.+?): {re.escape(EMPTY_COST)}:?$", error.message)
-        if found is None:
-            return None
-        path = self.local.get(error.where or "")
-        csv = path is not None and suffix_of(PurePosixPath(error.where).name) in CSV_SUFFIXES and path.exists()
-        column = found.group(1)
-        line = next((held for null in NULLS if (held := line_holding(path, null, column))), None) if csv else None
-        said = found.group(0).rstrip(":")
-        return type(error)(error.message[:found.start()] + (f"{line}, {said}" if line else said), where=error.where,
-                           hint="re-export the file, or fill in the cost the bill has for that line")
-
-
-def required(table: Table, name: str, value: str | None) -> str | None:
-    """`value` (SQL) of a column FOCUS says MUST NOT be null (NOT_NULL), failing the read where it is."""
-    if value is None or name not in NOT_NULL:
-        return value
-    return f"coalesce({value}, {table.fail(table.name(name), EMPTY_COST, sql_string(''))})"
 
 
 def in_focus_spelling(value: str | None, allowed: tuple[str, ...]) -> str | None:

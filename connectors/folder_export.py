@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import duckdb
 
+from connectors import empty_costs
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
 from connectors.csvfile import csv_header, local_csv, quotes_closed, with_a_line
@@ -54,6 +55,7 @@ class FolderExport(StoredExport, ABC):
     period_column: ClassVar[str | None] = None
     # False: `select` decides something from each file's rows (Azure's cost type), so every file is read alone
     reads_runs: ClassVar[bool] = True
+    null_cells: ClassVar[tuple[str, ...]] = ("",)  # how the files write an empty cell
 
     def __init__(self, config: SourceConfig):
         super().__init__(config)
@@ -96,9 +98,11 @@ class FolderExport(StoredExport, ABC):
         return parts
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
-        """A value the SQL refused in a CSV file (a time, an id, JSON tags: read as text, it has no
-        line) with the line its record begins on (connectors.csvfile.with_its_line)."""
-        return with_a_line(error, self.local) or super().locate(error, con)
+        """An empty cost told at its file and line (connectors.empty_costs), and a value the SQL
+        refused in a CSV file (a time, an id, JSON tags: read as text, it has no line) with the line
+        its record begins on (connectors.csvfile.with_its_line)."""
+        return (empty_costs.with_its_line(error, self.local, self.null_cells) or with_a_line(error, self.local)
+                or super().locate(error, con))
 
     def _file_part(self, con: duckdb.DuckDBPyConnection, uri: str) -> duckdb.DuckDBPyRelation:
         select = self.select(con, self.local[uri], uri)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import duckdb
 
+from connectors import empty_costs
 from connectors.base import Delivery
 from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, ParquetRun, Table, amounts_sum,
                                    ident, money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
@@ -245,7 +246,7 @@ class GcpBillingConnector(FolderExport):
             f"{month} FROM {table.source}")))
         period = f"try_strptime({month} || '01', '%Y%m%d')"
         period_sql = parsed_or_fail(fields.table, month, period, "invoice.month", "not YYYYMM")
-        cost = fields.money("cost")
+        cost = empty_costs.required(table, "cost", fields.money("cost"), empty_costs.GCP_EMPTY)
         credits = fields.credits_total()
         # map_concat keeps a key's last value: the resource's label wins, then its tag, its project's label,
         # a system label

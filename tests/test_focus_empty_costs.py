@@ -44,6 +44,6 @@ def test_a_null_cost_in_parquet_fails_its_file_and_its_periods(tmp_path):
     with_empty(export / "good.csv", "BilledCost", "1.14")
     result = invoke(config_file(tmp_path, tmp_path / "lake", export), "ingest")
     assert result.exit_code == 3, result.output
-    assert "could not read the delivery: " + str(export / "bad.parquet") + ": column EffectiveCost: empty, where " \
+    assert str(export / "bad.parquet") + ": could not read the delivery: column EffectiveCost: empty, where " \
            "FOCUS requires an amount (a cost MUST NOT be null)" in result.output, result.output
     assert "committed" not in result.output  # the good file's periods too: none is committed without one of its files
