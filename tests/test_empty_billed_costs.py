@@ -57,12 +57,15 @@ def failed_alone(config: Path, said: str) -> str:
     return result.output
 
 
-def test_an_emptied_unblended_cost_of_a_legacy_cur_fails_its_file_naming_line_and_column(tmp_path):
-    export = tmp_path / "export" / "cur.csv"
-    emptied(LEGACY, export, "lineItem/UnblendedCost", 924)
-    failed_alone(beside_focus(tmp_path, "aws-cur", export.parent),
-                 f"{export}: could not read the delivery: line 925, column lineItem/UnblendedCost: empty, where the "
-                 "Cost and Usage Report gives every line an amount")
+@pytest.mark.parametrize("kind, sample, column, row, said", [
+    ("aws-cur", LEGACY, "lineItem/UnblendedCost", 924, "the Cost and Usage Report gives every line an amount"),
+    ("gcp-billing", GCP, "cost", 1, "the Cloud Billing export gives every row an amount")])
+def test_an_emptied_billed_cost_of_a_sample_fails_its_file_naming_line_and_column(tmp_path, kind, sample, column, row,
+                                                                                   said):
+    export = tmp_path / "export" / sample.name
+    emptied(sample, export, column, row)
+    failed_alone(beside_focus(tmp_path, kind, export.parent),
+                 f"{export}: could not read the delivery: line {row + 1}, column {column}: empty, where {said}")
 
 
 @pytest.mark.parametrize("fmt, said", [("csv.gz", "line 3, column line_item_unblended_cost"),
@@ -76,14 +79,6 @@ def test_an_empty_unblended_cost_of_cur_2_fails_its_file(tmp_path, fmt, said):
     failed_alone(beside_focus(tmp_path, "aws-cur2", tmp_path / "export"),
                  f"{part}: could not read the delivery: {said}: empty, where the Cost and Usage Report gives every "
                  "line an amount")
-
-
-def test_an_emptied_gcp_cost_fails_its_file_naming_line_and_column(tmp_path):
-    export = tmp_path / "export" / "gcp.csv"
-    emptied(GCP, export, "cost", 1)
-    failed_alone(beside_focus(tmp_path, "gcp-billing", export.parent),
-                 f"{export}: could not read the delivery: line 2, column cost: empty, where the Cloud Billing export "
-                 "gives every row an amount")
 
 
 def test_a_null_gcp_cost_in_json_lines_fails_its_file_naming_the_column(tmp_path):
