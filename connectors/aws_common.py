@@ -266,9 +266,10 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         parsed_value, original = ident("__m_" + field), columns.raw(field)
         present = f"{original} <> ''" if columns.is_text(field) else f"{original} IS NOT NULL"
         message = f"{locator}(filename, {literal(columns.by_snake[field])}, CAST({original} AS VARCHAR))"
-        empty = (empty_costs.failed_sql(f"{display_of}(filename)", columns.by_snake[field], empty_costs.CUR_EMPTY)
-                 if field == BILLED else parsed_value)
-        return f"(CASE WHEN {parsed_value} IS NOT NULL THEN {parsed_value} WHEN {present} THEN error({message}) ELSE {empty} END)"
+        if field == BILLED:
+            empty = empty_costs.failed_sql(f"{display_of}(filename)", columns.by_snake[field], empty_costs.CUR_EMPTY)
+            return f"coalesce({parsed_value}, CASE WHEN {present} THEN error({message}) ELSE {empty} END)"
+        return f"(CASE WHEN {parsed_value} IS NULL AND {present} THEN error({message}) ELSE {parsed_value} END)"
 
     def identifier(field: str) -> str:
         """An account or resource id; a spreadsheet's 1.23412E+11 fails the read naming file and column."""
