@@ -103,6 +103,7 @@ class AwsCurConnector(AwsExportConnector):
             found.append(Delivery(fingerprint(objs), (period,), tuple(o.uri for o in objs)))
         for obj in bare:
             found.append(Delivery(fingerprint([obj]), None, (obj.uri,), loose=True))
+            self._loose.add(obj.uri)
         if not found and exports:
             raise SourceError(f"{', '.join(sorted(exports))}: an AWS Data Exports export (data/BILLING_PERIOD=…, "
                               "metadata/), not a legacy Cost and Usage Report", where=f"{self.config.config_path}.kind",

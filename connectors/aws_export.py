@@ -35,12 +35,12 @@ STALE_EXPORT = ("a stale copy of {original} (an older {period} delivery: its man
 PARTS_AT_ONCE = 2  # CSV.gz parts read together: one thread each, ~30 MB of buffers each
 
 
-def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
-               display: dict[str, str]) -> list[tuple[duckdb.DuckDBPyRelation, dict[str, str]]]:
+def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], display: dict[str, str],
+               at_once: int = PARTS_AT_ONCE) -> list[tuple[duckdb.DuckDBPyRelation, dict[str, str]]]:
     """The delivery's parts (all CSV/CSV.gz, or all Parquet) as relations, each with the
     original header name of every column DuckDB renamed.
 
-    CSV parts are read PARTS_AT_ONCE at a time, consecutive parts with the same header as one
+    CSV parts are read `at_once` at a time, consecutive parts with the same header as one
     relation: a CSV.gz file is decompressed by one thread, so one part at a time leaves a
     core idle, while a read of every part (worse, `union_by_name`, which sniffs every part
     at once) holds a ~30 MB buffer per CSV.gz part, so 20 parts exhaust the writer's
@@ -62,7 +62,7 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
         if kinds == {"parquet"}:
             return [(con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {})]
         parts = []
-        for group, header in _csv_groups(names, display):
+        for group, header in _csv_groups(names, display, at_once):
             where = ", ".join(display.get(name, name) for name in group)
             relation, headers = read_csv(con, group, where, filename=True, header=header)
             check_required(AwsColumns(relation, headers), where)  # a missing or repeated column names its file
@@ -86,12 +86,12 @@ def _fails_alone(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> str | 
     return None
 
 
-def _csv_groups(names: Sequence[str], display: dict[str, str]) -> list[tuple[list[str], list[str]]]:
-    """Consecutive CSV parts with the same header, at most PARTS_AT_ONCE in a group."""
+def _csv_groups(names: Sequence[str], display: dict[str, str], at_once: int) -> list[tuple[list[str], list[str]]]:
+    """Consecutive CSV parts with the same header, at most `at_once` in a group."""
     groups: list[tuple[list[str], list[str]]] = []
     for name in names:
         header = csv_header(name, display.get(name, name))
-        if groups and groups[-1][1] == header and len(groups[-1][0]) < PARTS_AT_ONCE:
+        if groups and groups[-1][1] == header and len(groups[-1][0]) < at_once:
             groups[-1][0].append(name)
         else:
             groups.append(([name], header))
@@ -104,7 +104,10 @@ class AwsExportConnector(StoredExport):
     A problem found while listing (an unreadable manifest, a key outside the location) is
     kept against its delivery and raised by `read`, so that period fails alone."""
 
-    parts_are_files = False  # CSV parts are read PARTS_AT_ONCE at a time (read_files)
+    # Loose files (a legacy CUR's bare CSVs) are read a part each, so ingest learns each one's periods as it
+    # stages them and fingerprints each one's rows (service.ingest.row_copies); a manifest's parts, never loose,
+    # are read PARTS_AT_ONCE at a time (read_files)
+    parts_are_files = True
     # 1: ListCost 0 on SavingsPlanNegation lines, EffectiveCost 0 on an RI's upfront Fee line;
     # 2: SppDiscount and RiVolumeDiscount lines are credits; 3: ListCost NULL on Tax lines;
     # 4: ListCost 0 on split cost allocation rows of a pod or task on an EC2 instance;
@@ -116,6 +119,7 @@ class AwsExportConnector(StoredExport):
         self._problems: dict[str, SpendlakeError] = {}
         self._manifests: dict[str, StoredObject] = {}  # delivery id → the manifest it came from
         self._read: dict[str, str] = {}  # the last delivery read's files: local path → name
+        self._loose: set[str] = set()  # the files listed as loose deliveries
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A time DuckDB refused (naming no file, line or column) with its file, line and column; an
@@ -259,6 +263,7 @@ class AwsExportConnector(StoredExport):
             paths.append(path)
             display[str(path)] = obj.uri
         self._check_manifest_unchanged(delivery)
+        at_once = 1 if set(delivery.files) <= self._loose else PARTS_AT_ONCE  # see parts_are_files
         # one relation per part: the lake writes them one after another (bounded memory)
         return [cost_relation(con, relation, display=display, headers=headers)
-                for relation, headers in read_files(con, paths, display)]
+                for relation, headers in read_files(con, paths, display, at_once)]

@@ -1,12 +1,13 @@
 """A copy of an export in other bytes than any copy check reads (break52): the same rows saved again
 with every field quoted (a spreadsheet's or pandas' save), or a Parquet conversion of the CSV beside
-it, were summed twice, exit 0, `--check` ok. Each file of a delivery of several loose files is
+it, were summed twice, exit 0, `--check` ok (a legacy CUR's bare CSV files too: cells53). Each file of a delivery of several loose files is
 fingerprinted by its rows (service.core.row_prints): one holding another's periods and rows is a
 copy of it, skipped with a byte copy's line and `status` record (service.ingest.row_copies)."""
 
 from __future__ import annotations
 
 import csv
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -18,7 +19,11 @@ from service.core.lake import Lake
 from service.ingest.status import copies_skipped
 from tests.test_copies_in_other_bytes import skipped
 from tests.test_delivery_layout import lines, run
+from tests.conftest import SAMPLES
 from tests.test_ingest_hardening import FOCUS
+
+
+LEGACY = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
 
 
 def original(export: Path) -> Path:
@@ -101,3 +106,25 @@ def test_a_copy_added_after_its_original_was_ingested_leaves_the_period_as_it_wa
     assert failures(result) == [] and skipped(result) == [same_content(export / "converted" / "cost.parquet", first)]
     assert {o.status for o in result.outcomes} == {"skipped", "unchanged"}, lines(result)
     assert lake.ledger() == ledger and lake_sums(lake) == duckdb_sums("focus", first.parent)
+
+
+@pytest.mark.parametrize("later", [False, True])
+def test_a_bare_legacy_cur_saved_again_with_every_field_quoted_is_read_once(tmp_path, later):
+    """aws-cur read its bare files two at a time (parts_are_files False), so no file's rows were
+    fingerprinted: the sample beside its quoted copy committed 2,562 rows, USD 3.364617394800, exit 0,
+    `--check` ok. `later`: the copy added once its original was ingested (a period of a ledger entry)."""
+    export = tmp_path / "export"
+    export.mkdir()
+    first = export / "cur.csv"
+    first.write_bytes(LEGACY.read_bytes())
+    if later:
+        run(tmp_path, "aws-cur", export)
+    requoted(first, export / "backup" / "cur.csv")
+    for _ in range(2):  # the second run reads nothing and says the copy again
+        lake, result = run(tmp_path, "aws-cur", export)
+        assert failures(result) == [], lines(result)
+        assert skipped(result) == [same_content(export / "backup" / "cur.csv", first)], lines(result)
+        assert lake.query().execute("SELECT count(*), sum(BilledCost) FROM costs").fetchall() == [
+            (1281, Decimal("1.682308697400"))]
+    [note] = copies_skipped(lake)
+    assert f"{export / 'backup' / 'cur.csv'}, the same as {first}" in note.text

@@ -61,10 +61,11 @@ def _exact(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector,
     periods, prints = [], []
     with lake.scratch() as scratch:
         for number, uri in enumerate(files):
+            stage = scratch / f"rows-{number}"  # where the line item keys of an AWS file are written too
             try:
+                stage.mkdir()
                 parts = connector.read(Delivery(f"rows:{uri}", None, (uri,), loose=True), con, scratch)
-                staged = stage_parts(con, parts if isinstance(parts, list) else [parts], scratch / f"rows-{number}",
-                                     "exact")
+                staged = stage_parts(con, parts if isinstance(parts, list) else [parts], stage, "exact")
             except (SpendlakeError, OtherDataset, OSError, duckdb.Error):
                 staged = None
             alone = staged is not None and len(staged.prints) == 1
