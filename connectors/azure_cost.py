@@ -51,6 +51,7 @@ from typing import Literal
 import duckdb
 from pydantic import Field
 
+from connectors import empty_costs
 from connectors.azure_dates import DAY, period_times, period_times_per_value
 from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
 from connectors.azure_names import named_cost_type
@@ -186,7 +187,8 @@ class AzureCostConnector(FolderExport):
         table.require(COST, DAY, kind=self.kind)
         currency = text(table, *CURRENCY) or self._configured_currency(uri)
         amortized = self._amortized[uri] = self._is_amortized(con, table, self.export_type(uri))
-        cost = self._guarded(table, money(table, *COST))
+        cost = self._guarded(table, empty_costs.required(table, table.name(*COST), money(table, *COST),
+                                                         empty_costs.AZURE_EMPTY))
         charge_type = text(table, "ChargeType")
         info = table.col("AdditionalInfo")
         expressions = {

@@ -5,7 +5,9 @@ Read as nothing billed, an emptied cell (a damaged or hand-edited export) drops 
 dollars from ingest, status, check and the report alike, and nothing says so. The formats:
 FOCUS says BilledCost and EffectiveCost MUST NOT be null; AWS's CUR data dictionary gives
 every line a lineItem/UnblendedCost (only BlendedCost is documented blank, on Discount lines);
-Google's billing export gives every row its `cost` (before credits). None of the samples
+Google's billing export gives every row its `cost` (before credits); Azure's cost details
+give every line its cost (`CostInBillingCurrency`, `Cost`, `PreTaxCost`) and Oracle's cost
+report its `cost/myCost`, which their FOCUS exports write as BilledCost. None of the samples
 under shared/samples nor the tests' real exports holds an empty one.
 """
 
@@ -23,6 +25,8 @@ EMPTY = "empty, where "  # how each format's problem below begins
 FOCUS_EMPTY = EMPTY + "FOCUS requires an amount (a cost MUST NOT be null)"
 CUR_EMPTY = EMPTY + "the Cost and Usage Report gives every line an amount"
 GCP_EMPTY = EMPTY + "the Cloud Billing export gives every row an amount"
+AZURE_EMPTY = EMPTY + "Cost Management's cost details give every line an amount"
+OCI_EMPTY = EMPTY + "Oracle's cost report gives every line an amount"
 HINT = "re-export the file, or fill in the cost the bill has for that line"
 # "<file>: column X: empty, where …: " as the SQL fails (its value, empty, after the last colon)
 SAID = re.compile(r"column (.+?): (" + re.escape(EMPTY) + r"[^:]*?):?\s*$")

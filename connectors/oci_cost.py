@@ -59,6 +59,7 @@ from pathlib import Path, PurePosixPath
 
 import duckdb
 
+from connectors import empty_costs
 from connectors.base import Delivery, StoredExport
 from connectors.csvfile import csv_reader, local_csv, with_a_line
 from connectors.exportfile import (Table, decimal, ident, money, open_table, rounded_away, sql_string, text,
@@ -128,8 +129,9 @@ class OciCostConnector(StoredExport):
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A value the SQL refused (a time, a number: read as text, it has no line) with the line
-        its record begins on (connectors.csvfile.with_its_line)."""
-        return with_a_line(error, self._local) or super().locate(error, con)
+        its record begins on (connectors.csvfile.with_its_line); an empty cost so too (connectors.empty_costs)."""
+        return (empty_costs.with_its_line(error, self._local) or with_a_line(error, self._local)
+                or super().locate(error, con))
 
     def _scan(self, con: duckdb.DuckDBPyConnection, table: Table, superseded: str) -> tuple[datetime | None, set[str]]:
         """Record the lines this file's corrections replace; return its newest interval start
@@ -194,6 +196,7 @@ def select(table: Table, header: list[str], superseded: str, since: datetime | N
     free lines (Object Storage's free transfer and requests) that are otherwise a bill of their
     own, '(no currency)', and a FOCUS export without its mandatory BillingCurrency."""
     start = timestamp(table, START)
+    cost = empty_costs.required(table, COST, money(table, COST), empty_costs.OCI_EMPTY)
     flag, reference = table.col(CORRECTION), table.col(REFERENCE)
     resource = text(table, "product/resourceId")
     expressions = {
@@ -202,8 +205,8 @@ def select(table: Table, header: list[str], superseded: str, since: datetime | N
         "BillingPeriodEnd": f"date_trunc('month', {start}) + INTERVAL 1 MONTH",
         "ChargePeriodStart": start,
         "ChargePeriodEnd": timestamp(table, END),
-        "BilledCost": money(table, COST),
-        "EffectiveCost": money(table, COST),
+        "BilledCost": cost,
+        "EffectiveCost": cost,
         "BillingCurrency": text(table, CURRENCY) if currency is None else
         f"coalesce({text(table, CURRENCY)}, CASE WHEN coalesce({money(table, COST)}, 0) = 0 "
         f"THEN {sql_string(currency)} END)",

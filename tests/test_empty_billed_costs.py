@@ -1,10 +1,12 @@
-"""An emptied billed-cost cell of an AWS (legacy CUR, CUR 2.0) or Google billing export fails its
-file naming the column and, in a CSV file, the line, exit 3, and the other sources commit, as
-FOCUS's empty BilledCost does (connectors/empty_costs.py). It was read as nothing billed and no
+"""An emptied billed-cost cell of an AWS (legacy CUR, CUR 2.0), Google, Azure or OCI billing export
+fails its file naming the column and, in a CSV file, the line, exit 3, and the other sources commit,
+as FOCUS's empty BilledCost does (connectors/empty_costs.py). It was read as nothing billed and no
 effective cost, exit 0, `attribute --check` ok: the line's dollars were gone from every total
 without a word (cells53: the legacy CUR sample with line 925's lineItem/UnblendedCost, 0.16641,
-emptied committed USD 1.515898697400 for the sample's 1.682308697400). AWS documents only
-BlendedCost blank (Discount lines) and Google gives every row its `cost`; no sample holds an empty one."""
+emptied committed USD 1.515898697400 for the sample's 1.682308697400; the Azure sample's line 4,
+USD 8.544996647742 for 8.545007786742; Oracle's report's line 6, 0.119573627873 for 0.120284359055).
+AWS documents only BlendedCost blank (Discount lines), Google gives every row its `cost`, Azure and
+Oracle every line its cost (their FOCUS exports' BilledCost); no sample holds an empty one."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ LEGACY = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
 GCP = SAMPLES / "gcp" / "koku_gcp_standard_export_202011.csv"
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 NDJSON = DATA / "gcp" / "detailed_export_2024-05.jsonl"
+AZURE = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
+OCI = DATA / "oci-oracle" / "reports" / "cost-csv" / "0000000030000269.csv"
 REFUSED = " — re-export the file, or fill in the cost the bill has for that line"
 
 
@@ -59,7 +63,9 @@ def failed_alone(config: Path, said: str) -> str:
 
 @pytest.mark.parametrize("kind, sample, column, row, said", [
     ("aws-cur", LEGACY, "lineItem/UnblendedCost", 924, "the Cost and Usage Report gives every line an amount"),
-    ("gcp-billing", GCP, "cost", 1, "the Cloud Billing export gives every row an amount")])
+    ("gcp-billing", GCP, "cost", 1, "the Cloud Billing export gives every row an amount"),
+    ("azure-cost", AZURE, "Cost", 3, "Cost Management's cost details give every line an amount"),
+    ("oci-cost", OCI, "cost/myCost", 5, "Oracle's cost report gives every line an amount")])
 def test_an_emptied_billed_cost_of_a_sample_fails_its_file_naming_line_and_column(tmp_path, kind, sample, column, row,
                                                                                    said):
     export = tmp_path / "export" / sample.name
