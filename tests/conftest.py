@@ -103,7 +103,7 @@ def require_binary(name: str) -> str:
 def api_server():
     """`start(api, **options)`: a real HTTP server for an `Api` on 127.0.0.1 (the port the OS
     chose is returned), stopped after the test."""
-    from service.serve.http import make_server
+    from service.serve.listener import make_server
 
     servers = []
 

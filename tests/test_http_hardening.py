@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from service.cli.main import cli
 from service.serve import http
 from service.serve.app import Api, Response
-from service.serve.http import make_server
+from service.serve.listener import make_server
 from tests.servicekit import make_config, write_config
 from tests.stackkit import wait_until
 
@@ -34,9 +34,10 @@ def server(tmp_path, api_server):
                                                     **options)
 
 
-def raw(port: int, request: bytes, timeout: float = 5) -> tuple[int, dict, dict]:
-    """Send `request` bytes as they are; (status, headers, JSON body)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+def raw(port: int, request: bytes, timeout: float = 5, source: str = "127.0.0.1") -> tuple[int, dict, dict]:
+    """Send `request` bytes as they are, from the client address `source` (any 127.x is this
+    machine); (status, headers, JSON body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as sock:
         sock.sendall(request)
         data = b""
         while chunk := sock.recv(65536):
@@ -49,7 +50,7 @@ def raw(port: int, request: bytes, timeout: float = 5) -> tuple[int, dict, dict]
 
 def get(port: int, target: str, token: str | None = None) -> tuple[int, dict, dict]:
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    return raw(port, f"GET {target} HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+    return raw(port, f"GET {target} HTTP/1.1\r\nHost: localhost\r\n{auth}\r\n".encode())
 
 
 def test_58_a_dimension_repeated_2000_times_is_400_before_any_work(server, monkeypatch):
@@ -102,7 +103,7 @@ def test_59_an_idle_connection_is_dropped_after_the_request_timeout(server, monk
     monkeypatch.setattr(http.ServiceHandler, "timeout", 0.5)
     port = server()
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers never end
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")  # headers never end
         started = time.monotonic()
         assert sock.recv(100) == b""  # the server closed it
         assert time.monotonic() - started < 9
@@ -114,7 +115,7 @@ def test_59_a_request_trickled_a_header_at_a_time_is_dropped_at_the_request_time
     monkeypatch.setattr(http.ServiceHandler, "timeout", 1)
     port = server()
     with socket.create_connection(("127.0.0.1", port), timeout=0.4) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
         started, answer = time.monotonic(), None
         while answer is None and time.monotonic() - started < 8:
             try:
@@ -140,7 +141,7 @@ def test_59_an_error_answered_while_the_request_is_read_is_written_with_the_whol
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\n")
         time.sleep(2)  # most of the request's deadline: the next read waits for what is left
-        sock.sendall(b"Host: x\r\n")
+        sock.sendall(b"Host: localhost\r\n")
         time.sleep(0.2)
         sock.sendall(b"X-Many: 1\r\n" * 101)
         assert sock.recv(100).startswith(b"HTTP/1.0 431")
@@ -151,7 +152,7 @@ def test_59_connections_past_the_cap_are_answered_503_at_once(server):
     port = server(max_connections=5)
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
     try:  # once the server has taken them (a loaded machine may take a while), the next is refused
-        status, headers, body = wait_until(lambda: (answer := get(port, "/healthz"))[0] == 503 and answer, 10,
+        status, headers, body = wait_until(lambda: (answer := get(port, "/api/v1/status"))[0] == 503 and answer, 10,
                                            "a 503 past the cap", interval=0.05)
         assert headers["Retry-After"] == "1" and SECURITY_HEADERS.items() <= headers.items()
         assert "more than 5 connections" in body["error"]["message"]
@@ -179,12 +180,12 @@ def test_59_a_burst_waiting_to_be_accepted_is_queued_not_dropped(tmp_path):
 
 
 @pytest.mark.parametrize("request_bytes, code", [
-    (b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    (b"GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
+    (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414),
     (b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(120)) + b"\r\n", 431),
-    (b"BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    (b"BREW /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", 501),
     (b"NOT HTTP\r\n\r\n", 400),
-    (b"GET /api/v1/attribute?since=%zz&& HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    (b"GET /api/v1/attribute?since=%zz&& HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
 ], ids=["404", "414", "431", "501", "bad-request-line", "malformed-query"])
 def test_60_every_error_status_answers_json_with_a_request_id(server, request_bytes, code):
     port = server()
@@ -250,9 +251,9 @@ def test_a_client_gone_before_its_answer_is_one_log_line_not_a_traceback(server,
 
     monkeypatch.setattr(Api, "metrics", slow_metrics)
     port = server()
-    with caplog.at_level("WARNING", logger="service.serve.http"):
+    with caplog.at_level("WARNING", logger="service.serve.listener"):
         sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # hang up with a reset
         sock.close()
         assert answering.wait(10)
@@ -271,7 +272,7 @@ def test_every_answer_tells_a_browser_not_to_sniff_frame_or_run_it(server, targe
     """A JSON error echoes what was asked (`/nope<script>`): a browser must not read it as a page."""
     port = server()
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         head = b""
         while b"\r\n\r\n" not in head and (chunk := sock.recv(65536)):
             head += chunk

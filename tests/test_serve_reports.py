@@ -49,7 +49,7 @@ def request(port: int, target: str, method: str = "GET", **headers: str) -> tupl
     """The request line sent as given (no client tidies `..` or `%00` away); status, headers, body."""
     head = "".join(f"{name.replace('_', '-')}: {value}\r\n" for name, value in headers.items())
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode("latin-1"))
+        sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: localhost\r\n{head}\r\n".encode("latin-1"))
         data = b""
         while chunk := sock.recv(65536):
             data += chunk

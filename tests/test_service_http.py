@@ -16,7 +16,7 @@ from servicekit import MemoryConnector, commit, make_config, write_config
 
 from rules.base import Finding
 from service.serve.app import Api
-from service.serve.http import make_server, parse_listen
+from service.serve.listener import make_server, parse_listen
 from service.cli.main import cli as cli_group
 from service.core.config import ServiceConfig
 from service.core.lake import Lake
@@ -63,8 +63,9 @@ def test_probes_metrics_and_status(tmp_path, serve_api, monkeypatch):
     base = serve_api(api_for(config))
 
     assert get(base + "/healthz")[0] == 200
-    status, _, body = get(base + "/readyz")
-    assert status == 503 and json.loads(body) == {"status": "not ready", "not_ready": ["cur"]}
+    status, _, body = get(base + "/readyz")  # no token set: the reasons too, open as /api/v1/status is
+    assert status == 503 and json.loads(body) == {"status": "not ready", "not_ready": ["cur"],
+                                                  "reasons": ["source cur has not been ingested yet"]}
 
     ingest(config)
     assert get(base + "/readyz")[0] == 200

@@ -30,6 +30,8 @@ from service.core.validation import plain_errors
 DEFAULT_LAKE = "./spendlake-data/lake"
 
 KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+# a DNS name: dot-separated labels of letters, digits and inner hyphens (a trailing dot allowed)
+HOST_NAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 MAX_BILLING_DEADLINE = 24 * 3600.0  # seconds: deadline_seconds of a billing source at most
 
 
@@ -126,6 +128,9 @@ class ServiceConfig(Strict):
         "no scheduled ingest, rules, verify or daily report"))
     metrics_auth: Literal["open", "token"] = Field(
         default="open", description="`token`: /metrics needs api_token as /api does (Prometheus: authorization)")
+    allowed_hosts: tuple[str, ...] = Field(default=(), max_length=100, description=(
+        "host names a request's Host may name while no api_token is set, besides localhost, IP addresses and "
+        "the listen host (e.g. the Compose service name Prometheus scrapes)"))
 
     @field_validator("listen")
     @classmethod
@@ -135,6 +140,15 @@ class ServiceConfig(Strict):
                 or not 0 <= int(port) <= 65535:
             raise ValueError(f"{listen!r} is not HOST:PORT with a port from 0 to 65535 (e.g. 127.0.0.1:9464)")
         return listen
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if not HOST_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a host name: give the name alone, without a scheme, port or path "
+                                 "(e.g. spendlake or spendlake.example.com; localhost and IP addresses need no entry)")
+        return names
 
 
 class EngineConfig(Strict):

@@ -34,6 +34,7 @@ from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
 from service.core.lake_damage import unnamed_damage
+from service.serve.hosts import Hosts
 from service.serve.http import Response, error_response, json_response
 from service.serve.reports import PAGE_PARAMS, Reports, page_params
 from service.serve.unpathed import Unpathed
@@ -59,7 +60,8 @@ class Route:
     params: frozenset[str] = frozenset()
     repeatable: frozenset[str] = frozenset()
     protected: bool = False
-    detailed: bool = False  # the handler takes `authorized` and says more to a token holder
+    detailed: bool = False  # the handler takes `authorized` and says more to a token holder (to all with none set)
+    heavy: bool = False  # a query of the lake whose answer may be megabytes: a few at a time (listener.QUERY_SLOTS)
     challenge: str = 'Bearer realm="spendlake"'  # a 401's WWW-Authenticate
 
 
@@ -97,8 +99,9 @@ class Api:
     """The routes, as plain functions of the query; `ServiceHandler` does the HTTP."""
 
     def __init__(self, config: Config, registry: CollectorRegistry, *, token: str | None = None,
-                 clock: Callable[[], datetime] = utc_now):
+                 clock: Callable[[], datetime] = utc_now, listen: str | None = None):
         self.config = config
+        self.hosts = Hosts.of(listen or config.service.listen, config.service.allowed_hosts)
         self.lake = Lake.of(config)
         self.registry = registry
         self.token = token
@@ -112,13 +115,14 @@ class Api:
             "/readyz": Route(self.readyz, detailed=True),
             "/api/v1/status": Route(self.status, protected=True),
             "/api/v1/attribute": Route(self.attribute, ATTRIBUTE_PARAMS, repeatable=frozenset({"where"}),
-                                       protected=True),
-            "/api/v1/runs": Route(self.runs, RUNS_PARAMS, protected=True),
-            "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True),
+                                       protected=True, heavy=True),
+            "/api/v1/runs": Route(self.runs, RUNS_PARAMS, protected=True, heavy=True),
+            "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True,
+                                      heavy=True),
             "/api/v1/reports": Route(self.reports.index_json, PAGE_PARAMS, protected=True),
-            "/api/v1/plans": Route(self.plans, frozenset({"as_of"}), protected=True),
-            "/api/v1/budgets": Route(self.budgets, protected=True),
-            "/api/v1/commitments": Route(self.commitments, COMMITMENTS_PARAMS, protected=True),
+            "/api/v1/plans": Route(self.plans, frozenset({"as_of"}), protected=True, heavy=True),
+            "/api/v1/budgets": Route(self.budgets, protected=True, heavy=True),
+            "/api/v1/commitments": Route(self.commitments, COMMITMENTS_PARAMS, protected=True, heavy=True),
         }
 
     def route(self, path: str) -> Route | None:
@@ -127,13 +131,16 @@ class Api:
                          challenge=REPORTS_CHALLENGE)
         return self.routes.get(path.rstrip("/") or "/")
 
-    def handle(self, path: str, query: Query, authorization: str | None) -> Response:
+    def handle(self, path: str, query: Query, authorization: str | None, host: str | None = None) -> Response:
+        if not self.token and not self.hosts.allows(host):  # a token is what a rebinding page lacks
+            return self.hosts.refusal(host)
         route = self.route(path)
         if route is None:
             return error_response(404, f"no such endpoint {path!r}",
                                   hint="see " + ", ".join(sorted([*self.routes, "/reports/"])))
-        authorized = bool(self.token) and self.authorized(authorization)
-        if route.protected and self.token and not authorized:  # before anything about the parameters
+        # with no token set, everything is open to whoever reaches the port: /readyz's reasons too
+        authorized = not self.token or self.authorized(authorization)
+        if route.protected and not authorized:  # before anything about the parameters
             return error_response(401, "missing or wrong token", where=path,
                                   hint=f"send 'Authorization: Bearer <token>', or the token as the password of "
                                        f"HTTP Basic (service.api_token or ${TOKEN_ENV})",
@@ -190,8 +197,8 @@ class Api:
 
     def readyz(self, query: Query, authorized: bool = False) -> Response:
         """Ready or not, and which sources hold it back (never ingested, data older than the
-        source's freshness_hours, or no successful ingest within them); the reasons (paths,
-        errors; the lake by name) only to a holder of the API token."""
+        source's freshness_hours, or no successful ingest within them); the reasons (errors;
+        the lake and sources' folders by name) only to a holder of the API token, when one is set."""
         reasons, waiting = [], []
         try:
             with self.lake.query(tables=("costs",)) as con:  # the bill: a damaged findings file fails its own API

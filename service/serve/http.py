@@ -1,14 +1,18 @@
-"""The HTTP layer under service/serve/app.py: a standard-library threading server that a
-slow or hostile client cannot take down.
+"""The HTTP layer under service/serve/app.py: a standard-library request handler that a slow
+or hostile client cannot take down (service/serve/listener.py binds the socket and bounds the
+connections).
 
 - Each connection gets `REQUEST_TIMEOUT_SECONDS` to send its request, all of it (a read's
   timeout alone would let a client sending a header line every few seconds hold its thread):
   an idle, half-open or trickling connection is dropped, it cannot hold its thread for as long
   as it likes. Bytes it sent before then are read even when the handler gets to them later (a
   process busy with its jobs on a loaded machine dropped requests sent at once).
-- At most `MAX_CONNECTIONS` connections are served at once; the next one is answered 503 at
-  once (JSON, `Retry-After`) without reading it, so threads stay bounded.
-- A client that hangs up before its answer is written is one log line, not a traceback.
+- A connection past the server's cap (`probes_only`) is answered for `/healthz` and `/readyz`
+  only, anything else a 503 once its request line is read, its headers left unread.
+- At most the server's `max_queries` queries of the lake (the routes the app marks heavy: an
+  answer may be megabytes, its making more) run and send at once; one that waits
+  `QUERY_WAIT_SECONDS` for its turn is a 503 with `Retry-After`, so memory does not grow with
+  the requests in parallel.
 - Every error is JSON, the errors http.server produces itself included (400 bad request
   line, 414 URI too long, 431 headers too large, 501 unsupported method), and every answer
   carries an `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the
@@ -27,23 +31,21 @@ import io
 import json
 import logging
 import socket
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from service.core.errors import ConfigError
 from service.core.output import to_json
 
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_SECONDS = 10
-MAX_CONNECTIONS = 256
+PROBES = frozenset({"/healthz", "/readyz"})
+QUERY_WAIT_SECONDS = 2.0  # for a query's turn, before a 503
 MAX_QUERY_FIELDS = 50  # parameters per request (a repeatable one counts each time)
 MAX_URL_BYTES = 8192
 JSON = "application/json; charset=utf-8"
@@ -111,6 +113,20 @@ def json_body(status: int, message: str, request_id: str, **extra) -> bytes:
                      "request_id": request_id}) + "\n").encode()
 
 
+def busy_answer(message: str, request_id: str) -> bytes:
+    """A whole 503 (JSON, `Retry-After`), written as it is: sent where no request was parsed."""
+    body = json_body(503, message, request_id)
+    head = {"Content-Type": JSON, "Retry-After": "1", "Content-Length": str(len(body)), **SECURITY_HEADERS}
+    return (b"HTTP/1.0 503 Service Unavailable\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in head.items()).encode() + b"\r\n" + body)
+
+
+def asks_for_a_probe(request_line: bytes) -> bool:
+    """Whether a request line is a GET or HEAD of /healthz or /readyz."""
+    method, _, rest = request_line.decode("latin-1").partition(" ")
+    return method in ("GET", "HEAD") and urlsplit(rest.partition(" ")[0]).path.rstrip("/") in PROBES
+
+
 class RequestReader(socket.SocketIO):
     """A connection's bytes, read by `deadline` (time.monotonic()) at the latest: each read
     waits only for what is left of it, then times out as an idle connection does."""
@@ -139,6 +155,7 @@ class ServiceHandler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = REQUEST_TIMEOUT_SECONDS  # socket timeout for reading the request
     protocol_version = "HTTP/1.0"  # one request per connection: no keep-alive to hold a thread
+    probes_only = False  # a connection past the cap: served for /healthz and /readyz only
 
     def setup(self) -> None:
         self.request_id = uuid.uuid4().hex[:16]
@@ -147,6 +164,11 @@ class ServiceHandler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(RequestReader(self.connection, time.monotonic() + self.timeout))
 
     def parse_request(self) -> bool:
+        if self.probes_only and not asks_for_a_probe(self.raw_requestline):  # its headers left unread
+            self.connection.settimeout(self.timeout)
+            self.wfile.write(busy_answer(f"more than {self.server.max_connections} connections at once; "
+                                         "retry shortly", self.request_id))
+            return False
         try:
             return super().parse_request()
         finally:  # the request is read: the answer's writes get the whole timeout each again
@@ -164,11 +186,24 @@ class ServiceHandler(BaseHTTPRequestHandler):
         if len(self.path.encode()) > MAX_URL_BYTES:
             self.send_error(414, f"the URL is longer than {MAX_URL_BYTES} bytes")
             return
+        route = self.api.route(url.path)
+        slots = self.server.query_slots if route is not None and route.heavy else None
+        if slots is not None and not slots.acquire(timeout=QUERY_WAIT_SECONDS):
+            self.send(503, json_body(503, f"{self.server.max_queries} queries of the lake are running, as many as run "
+                                          "at once; retry shortly", self.request_id), JSON, {"Retry-After": "2"})
+            return
+        try:  # the slot is held until the answer is sent: its bytes are what a slow reader keeps
+            self.answer(url.path, query)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> None:
         try:
-            response = self.api.handle(url.path, query, self.headers.get("Authorization"))
+            response = self.api.handle(path, query, self.headers.get("Authorization"), self.headers.get("Host"))
             body = self.with_request_id(response)
         except Exception:  # a bug must not drop the connection: log it, answer 500 with the id
-            log.exception("request %s %s failed", self.request_id, url.path)
+            log.exception("request %s %s failed", self.request_id, path)
             self.send_error(500, "internal error; the service log has the details under this request id")
             return
         stream = response.stream
@@ -236,80 +271,3 @@ class ServiceHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of the base class)
         log.debug("%s %s %s", self.request_id, self.address_string(), format % args)
-
-
-class BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most `max_connections` at once."""
-
-    daemon_threads = True
-    max_connections = MAX_CONNECTIONS
-
-    def server_activate(self) -> None:
-        self._slots = threading.BoundedSemaphore(self.max_connections)
-        super().server_activate()
-
-    def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def handle_error(self, request, client_address) -> None:
-        """A client that hung up before its answer was written (a scrape slower than Prometheus's
-        `scrape_timeout`, a probe past its timeout) is one log line, not socketserver's traceback
-        on stderr; any other failure keeps its traceback, in the service log."""
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
-            log.warning("client %s went away before its answer was written (%s): if it is Prometheus, its "
-                        "scrape_timeout is shorter than the scrape took", client_address[0], error)
-        else:
-            log.error("request from %s failed", client_address[0], exc_info=error)
-
-    def _refuse(self, request) -> None:
-        body = json_body(503, f"more than {self.max_connections} connections at once; retry shortly",
-                         uuid.uuid4().hex[:16])
-        try:
-            request.settimeout(1)
-            head = {"Content-Type": JSON, "Retry-After": "1", "Content-Length": str(len(body)), **SECURITY_HEADERS}
-            request.sendall(b"HTTP/1.0 503 Service Unavailable\r\n"
-                            + "".join(f"{name}: {value}\r\n" for name, value in head.items()).encode() + b"\r\n" + body)
-        except OSError:
-            pass
-        finally:
-            self.shutdown_request(request)
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS, where: str = "service.listen",
-                hint: str = "choose another address with --listen HOST:PORT") -> ThreadingHTTPServer:
-    """Bind (nothing is served until `serve_forever`); `server_address` gives the real port. `hint`: what to do
-    when the address is taken (a reload's is in the config file: --listen does not change with it)."""
-    host, port = parse_listen(listen)
-    handler = type("BoundServiceHandler", (ServiceHandler,), {"api": api})
-    server_class = type("SpendlakeHTTPServer", (BoundedServer,), {
-        "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET,
-        "max_connections": max_connections,
-        # the listen backlog (socketserver's default: 5): a burst of probes and scrapes beyond it
-        # had its SYNs dropped and retried a second or more later, timing out; let as many wait
-        # to be accepted as may be served at once (the kernel caps it at net.core.somaxconn)
-        "request_queue_size": max_connections,
-    })
-    try:
-        return server_class((host, port), handler)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where=where,
-                          hint=hint) from None

@@ -30,7 +30,7 @@ from service.serve.app import Api, api_token
 from service.serve.exposure import exposure_warning
 from service.serve.daily import write_daily_report
 from service.serve.config_watch import CHANGED_MESSAGE, GONE_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
-from service.serve.http import make_server
+from service.serve.listener import make_server
 from service.core.config import Config
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
 from service.core.lake import Lake
@@ -334,7 +334,7 @@ class Service:
             registry.register(collector)
             watch = ConfigWatch(self.lake.config_file, announce, self.config_read, validate=self.reload)
             registry.register(watch)
-            api = Api(self.config, registry, token=self.token, clock=self.clock)
+            api = Api(self.config, registry, token=self.token, clock=self.clock, listen=self.listen)
             if self.handed:  # answered by the previous config's Api until this one is ready
                 server, thread = self.handed
                 server.RequestHandlerClass.api = api
