@@ -60,6 +60,54 @@ def test_compose_and_kubernetes_give_running_jobs_the_same_time_to_finish_on_sig
     assert compose["stop_grace_period"] == f"{pod['terminationGracePeriodSeconds']}s"
 
 
+def uncommented(name: str) -> dict:
+    """A manifest with its commented-out YAML (comment lines whose text starts with `-`, a space
+    or a key) taken in: what a user who uncomments it applies."""
+    return yaml.safe_load(re.sub(r"^(\s*)# (?=[- ]|[\w.-]+:(?: |$))", r"\1", (K8S / name).read_text(), flags=re.M))
+
+
+def egress_ports(policy: dict) -> set[int]:
+    return {port["port"] for rule in policy["spec"]["egress"] for port in rule["ports"]}
+
+
+def test_the_network_policy_admits_the_monitoring_namespace_by_the_label_kubernetes_sets():
+    """`name: monitoring` is a label no namespace has unless someone adds it: no scrape came
+    through. Kubernetes labels every namespace `kubernetes.io/metadata.name`."""
+    policy = k8s()["NetworkPolicy"]["spec"]
+    [rule] = policy["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    [prometheus] = [r for r in policy["egress"] if r.get("to")]
+    assert prometheus["to"] == rule["from"] and prometheus["ports"] == [{"protocol": "TCP", "port": 9090}]
+
+
+def test_every_in_cluster_source_port_the_readme_shows_has_an_egress_rule_to_uncomment():
+    """The policy allowed DNS and 443 only: README's `prometheus_url: http://prometheus:9090`,
+    slurmrestd on 6820 and MinIO on 9000 timed out every ingest."""
+    shown = {int(port) for port in re.findall(r"\b(?:prometheus_url|url|endpoint_url): \"?http://[\w.-]+:(\d+)",
+                                              (REPO / "README.md").read_text())}
+    assert shown == {9090, 6820, 9000}
+    assert shown <= egress_ports(uncommented("networkpolicy.yaml"))
+    assert egress_ports(k8s()["NetworkPolicy"]) == {53, 443, 9090}  # the rest only once uncommented
+
+
+def test_the_service_monitor_shows_the_token_it_sends_from_the_deployments_secret():
+    """With service.metrics_auth: token, prometheus.yml's comment showed the token; the
+    ServiceMonitor had nothing, and its scrapes got a 401."""
+    [endpoint] = uncommented("servicemonitor.yaml")["spec"]["endpoints"]
+    [env] = [e for e in k8s()["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
+             if e["name"] == TOKEN_ENV]
+    secret = env["valueFrom"]["secretKeyRef"]
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": secret["name"], "key": secret["key"]}}
+    assert "authorization" not in k8s()["ServiceMonitor"]["spec"]["endpoints"][0]  # commented: no token by default
+
+
+def test_the_liveness_probe_gives_a_busy_service_three_minutes_before_a_restart():
+    """A restart kills a running ingest or daily report: three failures 30 s apart (the default
+    failureThreshold), each after 1 s, restarted the pod after 90 s of a loaded machine or a flood."""
+    probe = k8s()["Deployment"]["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 180 and probe["timeoutSeconds"] >= 5
+
+
 def test_kubernetes_deployment_is_non_root_read_only_and_single():
     docs = k8s()
     assert set(docs) == {"ServiceAccount", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
