@@ -1,14 +1,16 @@
 """deploy/iam/spendlake-readonly.json, enforced by moto's IAM simulation (RELIABILITY 18): a
 full ingest (billing export, every inventory API and S3 Inventory reports read from their
 destination bucket) passes with it, writes are denied, and without s3:GetObject (on the
-billing exports, or on the inventory reports) the error names the action and the object."""
+billing exports, or on the inventory reports) the error names the action and the object.
+deploy/iam/spendlake-reports-writer.json beside it lets the daily job put the report under an
+S3 `report.out` and the service serve it, nothing else."""
 
 from __future__ import annotations
 
 import copy
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import boto3
 import pytest
@@ -20,13 +22,16 @@ from moto_policy import as_moto_sees_it
 from test_inventory_s3 import CSV_MANIFEST, PARQUET_MANIFEST
 from test_inventory_s3 import DATA as INVENTORY_DATA
 
+from report_fixtures import sample_report
 from service.core.config import parse_config
-from service.core.errors import SourceError
+from service.core.errors import SourceError, SpendlakeError
 from service.core.lake import Lake
 from service.serve.service import run_ingest
 from tests.conftest import REPO
 
 POLICY = json.loads((REPO / "deploy" / "iam" / "spendlake-readonly.json").read_text())
+WRITER = json.loads((REPO / "deploy" / "iam" / "spendlake-reports-writer.json").read_text())
+REPORTS_BUCKET = "example-spendlake-reports"
 BILLING, SCANNED, REPORTS = "example-billing-exports", "example-ml-checkpoints", "example-inventory-reports"
 # test_inventory_s3's deliveries (CSV.gz and Parquet), as S3 Inventory writes them to REPORTS.
 DELIVERIES = [path.relative_to(INVENTORY_DATA / "dest").as_posix() for path in (CSV_MANIFEST, PARQUET_MANIFEST)]
@@ -64,7 +69,7 @@ def aws(monkeypatch):
     the test uses."""
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
-        for bucket in (BILLING, SCANNED, REPORTS):
+        for bucket in (BILLING, SCANNED, REPORTS, REPORTS_BUCKET):
             s3.create_bucket(Bucket=bucket)
         for manifest_key in DELIVERIES:
             deliver_inventory(s3, manifest_key)
@@ -84,9 +89,12 @@ def aws(monkeypatch):
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", keys["SecretAccessKey"])
         monkeypatch.delenv("AWS_SESSION_TOKEN")
 
-        def grant(policy: dict) -> None:
-            iam.put_user_policy(UserName="spendlake", PolicyName="spendlake-readonly",
-                                PolicyDocument=json.dumps(as_moto_sees_it(policy)))
+        def grant(*policies: dict) -> None:
+            for name in iam.list_user_policies(UserName="spendlake")["PolicyNames"]:
+                iam.delete_user_policy(UserName="spendlake", PolicyName=name)
+            for number, policy in enumerate(policies):
+                iam.put_user_policy(UserName="spendlake", PolicyName=f"spendlake-{number}",
+                                    PolicyDocument=json.dumps(as_moto_sees_it(policy)))
 
         yield grant
 
@@ -192,3 +200,32 @@ def test_without_the_inventory_reports_statement_the_error_names_the_action_and_
     state = Lake(cfg.lake).read_state("sources")
     assert sorted(name for name, record in state.items() if record.get("last_success")) == \
         ["cur", "gpu", "logs", "objects", "tags"]
+
+
+@pytest.mark.slow  # moto server enforcing the policies
+def test_the_daily_report_goes_to_s3_with_the_writer_policy_and_is_refused_without(tmp_path, aws):
+    """README allows `report.out: s3://...`, which the service's daily job uploads to: under the
+    read-only policy alone every daily run failed (SpendlakeJobFailing task=daily)."""
+    from prometheus_client import CollectorRegistry
+
+    from service.report.render import render_files
+    from service.report.write import upload_report
+    from service.serve.app import Api
+
+    out, day, files = f"s3://{REPORTS_BUCKET}/daily", date(2026, 11, 30), render_files(sample_report())
+    config = parse_config({"lake": str(tmp_path / "lake"), "report": {"out": out, "max_attempts": 1}})
+    aws(POLICY)
+    with enable_iam_authentication(), pytest.raises(SpendlakeError, match="AccessDenied"):
+        upload_report(files, out, day, config.report)
+    aws(POLICY, WRITER)
+    with enable_iam_authentication():
+        assert upload_report(files, out, day, config.report) == f"{out}/{day}/"
+        api = Api(config, CollectorRegistry())
+        assert json.loads(api.handle("/api/v1/reports", {}, None).body)["latest"] == str(day)
+        served = api.handle(f"/reports/{day}/report.html", {}, None)
+        served.stream.close()
+        assert served.status == 200 and served.stream.length == len(files["report.html"])
+        for write in (lambda: as_spendlake("s3").put_object(Bucket=REPORTS_BUCKET, Key="other/x", Body=b"x"),
+                      lambda: as_spendlake("s3").delete_object(Bucket=REPORTS_BUCKET, Key=f"daily/{day}/report.html")):
+            with pytest.raises(ClientError, match="AccessDenied|not authorized"):
+                write()

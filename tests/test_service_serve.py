@@ -141,7 +141,8 @@ def test_sighup_reads_the_config_again_and_serves_it_without_exiting(tmp_path):
                                 "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}]})
         proc.send_signal(signal.SIGHUP)
         reloaded = served(proc, 2)
-        assert readyz(reloaded) == (503, {"status": "not ready", "not_ready": ["cur"]})  # the new source counts
+        status, body = readyz(reloaded)
+        assert (status, body["not_ready"]) == (503, ["cur"])  # the new source counts
         assert proc.poll() is None
     finally:
         proc.send_signal(signal.SIGTERM)
