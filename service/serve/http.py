@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_SECONDS = 10
 PROBES = frozenset({"/healthz", "/readyz"})
-QUERY_WAIT_SECONDS = 2.0  # for a query's turn, before a 503
+QUERY_WAIT_SECONDS = 10.0  # for a query's turn, before a 503 (waiting holds a thread, not an answer)
 MAX_QUERY_FIELDS = 50  # parameters per request (a repeatable one counts each time)
 MAX_URL_BYTES = 8192
 JSON = "application/json; charset=utf-8"
