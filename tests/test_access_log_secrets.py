@@ -27,7 +27,8 @@ def access_log(port: int, paths: list[str], refused: tuple[int, ...]) -> str:
     handler.addFilter(RedactingFilter())
     logger = logging.getLogger("service.serve.http")
     logger.addHandler(handler)
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # setLevel clears the loggers' cached levels; assigning .level does not
     try:
         for path in paths:
             try:
@@ -36,7 +37,7 @@ def access_log(port: int, paths: list[str], refused: tuple[int, ...]) -> str:
                 assert error.code in refused
     finally:
         logger.removeHandler(handler)
-        logger.level = level
+        logger.setLevel(level)
     return stream.getvalue()
 
 
