@@ -51,16 +51,16 @@ def package_of(module: str) -> str | None:
     return max(matches, key=len) if matches else None
 
 
-def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(REPO).with_suffix("").parts)
+def module_name(path: Path, root: Path = REPO) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts)
 
 
 def python_files() -> list[Path]:
     return sorted(p for folder in OURS for p in (REPO / folder).rglob("*.py"))
 
 
-def wrong_imports(path: Path) -> list[str]:
-    here = package_of(module_name(path))
+def wrong_imports(path: Path, root: Path = REPO) -> list[str]:
+    here = package_of(module_name(path, root))
     wrong = []
     for name in project_imports(path):
         there = package_of(name)
@@ -85,23 +85,28 @@ def test_imports_run_one_way(package):
     assert not wrong, "imports that run sideways or back up the floors:\n" + "\n".join(wrong)
 
 
+def probe(root: Path, package: str, text: str) -> Path:
+    """A module written under a tree of its own (`root`), never the repository's: the other tests of a
+    parallel run walk the repository's modules and would read it, or miss it as it is removed."""
+    path = root / package / "_layout_probe.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return path
+
+
 def test_the_detector_sees_a_wrong_import(tmp_path):
-    bad = REPO / "rules" / "_layout_probe.py"
-    bad.write_text("from service.attribution import attribute\nimport rules.engine\nimport connectors.base\nimport os\n")
-    try:
-        assert project_imports(bad) == ["service.attribution", "rules.engine", "connectors.base"]
-        assert wrong_imports(bad) == ["service.attribution (floor 2, from floor 1)",
-                                      "connectors.base (floor 1, from floor 1)"]
-    finally:
-        bad.unlink()
+    bad = probe(tmp_path, "rules", "from service.attribution import attribute\nimport rules.engine\nimport connectors.base\nimport os\n")
+    assert project_imports(bad) == ["service.attribution", "rules.engine", "connectors.base"]
+    assert wrong_imports(bad, tmp_path) == ["service.attribution (floor 2, from floor 1)",
+                                            "connectors.base (floor 1, from floor 1)"]
 
 
 PUBLIC_API = ("service.attribution",)  # packages whose modules only the package itself imports
 
 
-def private_imports(path: Path) -> list[str]:
+def private_imports(path: Path, root: Path = REPO) -> list[str]:
     """Imports of another package's modules where that package has a public API."""
-    here = module_name(path)
+    here = module_name(path, root)
     return [name for name in project_imports(path) for package in PUBLIC_API
             if name.startswith(package + ".") and not here.startswith(package + ".")]
 
@@ -111,14 +116,10 @@ def test_attribution_is_imported_through_its_public_api():
     assert not wrong, "import these from the package (its __init__), not its modules:\n" + "\n".join(wrong)
 
 
-def test_the_detector_sees_a_private_import():
-    bad = REPO / "service" / "findings" / "_layout_probe.py"
-    bad.write_text("from service.attribution.sql import window_sql\nfrom service.attribution import attribute\n")
-    try:
-        assert private_imports(bad) == ["service.attribution.sql"]
-        assert private_imports(REPO / "service" / "attribution" / "lines.py") == []
-    finally:
-        bad.unlink()
+def test_the_detector_sees_a_private_import(tmp_path):
+    bad = probe(tmp_path, "service/findings", "from service.attribution.sql import window_sql\nfrom service.attribution import attribute\n")
+    assert private_imports(bad, tmp_path) == ["service.attribution.sql"]
+    assert private_imports(REPO / "service" / "attribution" / "lines.py") == []
 
 
 def test_modules_stay_small():
