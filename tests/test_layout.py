@@ -95,7 +95,8 @@ def probe(root: Path, package: str, text: str) -> Path:
 
 
 def test_the_detector_sees_a_wrong_import(tmp_path):
-    bad = probe(tmp_path, "rules", "from service.attribution import attribute\nimport rules.engine\nimport connectors.base\nimport os\n")
+    bad = probe(tmp_path, "rules",
+                "from service.attribution import attribute\nimport rules.engine\nimport connectors.base\nimport os\n")
     assert project_imports(bad) == ["service.attribution", "rules.engine", "connectors.base"]
     assert wrong_imports(bad, tmp_path) == ["service.attribution (floor 2, from floor 1)",
                                             "connectors.base (floor 1, from floor 1)"]
@@ -117,7 +118,8 @@ def test_attribution_is_imported_through_its_public_api():
 
 
 def test_the_detector_sees_a_private_import(tmp_path):
-    bad = probe(tmp_path, "service/findings", "from service.attribution.sql import window_sql\nfrom service.attribution import attribute\n")
+    bad = probe(tmp_path, "service/findings",
+                "from service.attribution.sql import window_sql\nfrom service.attribution import attribute\n")
     assert private_imports(bad, tmp_path) == ["service.attribution.sql"]
     assert private_imports(REPO / "service" / "attribution" / "lines.py") == []
 
