@@ -14,7 +14,9 @@ old; a file over a million rows is split into `-00002.csv.gz`, `-00003.csv.gz`, 
 are kept one year. So the files are increments, not snapshots: every file counts, and a
 billing period is the month of `lineItem/intervalUsageStart` (UTC), gathered from all files.
 The files are one delivery (id: their fingerprint); each ingest after a new file re-reads
-them and replaces every month found. A month that began more than a year before the newest
+them and replaces every month found. A file of the same bytes as another (a browser's second
+download, `… (1).csv`; a `cp`) is a copy, left out of the delivery and told as skipped: Oracle
+never rewrites a report, so equal bytes are the same rows (`_without_copies`). A month that began more than a year before the newest
 interval has lost its first files to Oracle's retention: its rows are left out and the lake
 keeps the month as it was ingested while whole.
 
@@ -50,9 +52,11 @@ Columns (Oracle's cost report schema) → canonical:
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import re
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -79,6 +83,7 @@ REFERENCE, CORRECTION = "lineItem/referenceNo", "lineItem/isCorrection"
 BACK_REFERENCE = ("lineItem/backreferenceNo", "lineItem/backReference")
 TAG_PREFIX = "tags/"
 NOT_SET = "('', 'false', 'f', 'n', 'no', '0')"
+COPY = "the same bytes as {original} (a copy: its rows are read once)"
 RETENTION = timedelta(days=365)  # Oracle keeps cost reports one year
 
 
@@ -98,7 +103,28 @@ class OciCostConnector(StoredExport):
                               where=f"{self.config.config_path}.location",
                               hint="point it at the usage-report bucket, a copy of it, or its reports/cost-csv/ folder")
         self._objects = {o.uri: o for o in files}
+        files = self._without_copies(files)
         yield Delivery(fingerprint(files), None, tuple(o.uri for o in files))
+
+    def _without_copies(self, files: list[StoredObject]) -> list[StoredObject]:
+        """The files less each holding the bytes of another (only files of one size are read to
+        tell): of files alike, the earliest written is read, then the one of the shortest path (a
+        copy is made after its original, under a longer name); the others are told as copies."""
+        by_size: dict[int, list[StoredObject]] = defaultdict(list)
+        for obj in files:
+            by_size[obj.size].append(obj)
+        copies: dict[str, str] = {}
+        for alike in (group for size, group in by_size.items() if len(group) > 1 and size >= 0):
+            by_bytes: dict[str, list[StoredObject]] = defaultdict(list)
+            for obj in alike:
+                by_bytes[hashlib.sha256(self.storage.read_bytes(obj)).hexdigest()].append(obj)
+            for same in by_bytes.values():
+                original, *others = sorted(same, key=lambda o: (o.modified or 0.0, o.key.count("/"), len(o.key), o.key))
+                copies.update((obj.uri, original.uri) for obj in others)
+        for copy, original in copies.items():
+            self.copies[copy] = original
+            self.storage.passed_over[copy] = COPY.format(original=original)
+        return [obj for obj in files if obj.uri not in copies]
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
              scratch: Path) -> list[duckdb.DuckDBPyRelation]:

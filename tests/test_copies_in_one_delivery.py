@@ -1,0 +1,62 @@
+"""Copies of a file among the files one delivery reads whole, where no loose-file copy check ran
+(cells53): every oci-cost report file is one delivery, and so was every file of an aws-cur Athena
+month without its period manifest. A plain copy beside the original (a browser's second download,
+`… (1).csv`; a `cp`) doubled the bill, exit 0, `attribute --check` ok. Now the copy is skipped in
+one line naming its original, and `attribute --check` totals the source's rows once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+from conftest import DATA
+
+from service.cli.main import cli
+from service.core.lake import Lake
+from service.ingest.status import copies_skipped
+
+ORACLE = DATA / "oci-oracle" / "reports" / "cost-csv" / "0000000030000269.csv"
+
+
+def ingest_and_check(tmp_path: Path, kind: str, location: Path) -> tuple[str, dict[str, Decimal]]:
+    """`ingest`'s output, and `attribute --check`'s billed source total per period (each ok)."""
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"),
+                                      "sources": [{"name": "src", "kind": kind, "location": str(location)}]}))
+    runner = CliRunner()
+    ingested = runner.invoke(cli, ["--config", str(config), "ingest"])
+    assert ingested.exit_code == 0, ingested.output
+    checked = runner.invoke(cli, ["--config", str(config), "attribute", "--check", "--format", "json"])
+    assert checked.exit_code == 0, checked.output
+    rows = json.loads(checked.stdout)
+    assert all(row["ok"] for row in rows), rows
+    return ingested.output, {row["billing_period"]: Decimal(row["source_total"]) for row in rows
+                             if row["cost"] == "billed"}
+
+
+def copied_later(original: Path, name: str) -> Path:
+    """A byte copy of `original` beside it, written after it."""
+    copy = original.with_name(name)
+    shutil.copyfile(original, copy)
+    return copy
+
+
+def test_an_oci_report_downloaded_twice_is_read_once(tmp_path):
+    """On main: 42 rows, USD 0.240568718112 for Oracle's 21 rows of 0.120284359056."""
+    folder = tmp_path / "bucket" / "reports" / "cost-csv"
+    folder.mkdir(parents=True)
+    first = folder / ORACLE.name
+    shutil.copyfile(ORACLE, first)
+    copy = copied_later(first, "0000000030000269 (1).csv")
+    for _ in range(2):  # the second run reads nothing new and says the copy again
+        output, totals = ingest_and_check(tmp_path, "oci-cost", tmp_path / "bucket")
+        assert f"src {copy}: skipped, the same bytes as {first} (a copy: its rows are read once)" in output, output
+        assert totals == {"2023-11": Decimal("0.120284359056")}
+    assert "unchanged" in output
+    assert Lake(tmp_path / "lake").query().execute("SELECT count(*) FROM costs").fetchone() == (21,)
+    [note] = copies_skipped(Lake(tmp_path / "lake"))
+    assert f"{copy}, the same as {first}" in note.text
