@@ -7,8 +7,10 @@
   stale parts are never counted. Delivery id: the manifest's `assemblyId`.
 - Parts without a period manifest → "waiting for manifest": nothing is committed.
 - The Athena Parquet layout: `.../year=YYYY/month=M/*.parquet`, one delivery per month:
-  the files its period folder's manifest lists (delivery id its `assemblyId`), else all of
-  them, identified by a fingerprint.
+  the files its period folder's manifest lists (delivery id its `assemblyId`); without that
+  manifest each file is loose, as a bare CSV: read as one delivery of the month, a copy of a
+  file there (a `cp`) was summed with it, where loose files are checked for copies
+  (service.ingest.copies, row_copies).
 - A bare CSV / CSV.gz (no manifest, no period folder): a loose delivery per file, its
   periods read from the data; ingest joins the bare files of one period, wherever they sit,
   into one delivery identified by a fingerprint of them (service.ingest.periods).
@@ -97,10 +99,8 @@ class AwsCurConnector(AwsExportConnector):
             elif group["parts"]:
                 found.append(Delivery("waiting:" + fingerprint(group["parts"]), (group["period"],),
                                       tuple(o.uri for o in group["parts"]), waiting="waiting for manifest"))
-        for period, objs in athena.items():
-            if period in reports:  # a Parquet report's period manifest lists the month's files
-                continue
-            found.append(Delivery(fingerprint(objs), (period,), tuple(o.uri for o in objs)))
+        # a Parquet report's period manifest lists the month's files; without it they are loose
+        bare += [obj for period, objs in athena.items() if period not in reports for obj in objs]
         for obj in bare:
             found.append(Delivery(fingerprint([obj]), None, (obj.uri,), loose=True))
             self._loose.add(obj.uri)

@@ -104,9 +104,9 @@ class AwsExportConnector(StoredExport):
     A problem found while listing (an unreadable manifest, a key outside the location) is
     kept against its delivery and raised by `read`, so that period fails alone."""
 
-    # Loose files (a legacy CUR's bare CSVs) are read a part each, so ingest learns each one's periods as it
-    # stages them and fingerprints each one's rows (service.ingest.row_copies); a manifest's parts, never loose,
-    # are read PARTS_AT_ONCE at a time (read_files)
+    # Loose files (a legacy CUR's bare CSVs, an Athena month's files without its manifest) are read a part
+    # each, so ingest learns each one's periods as it stages them and fingerprints each one's rows
+    # (service.ingest.row_copies); a manifest's parts, never loose, are read PARTS_AT_ONCE at a time (read_files)
     parts_are_files = True
     # 1: ListCost 0 on SavingsPlanNegation lines, EffectiveCost 0 on an RI's upfront Fee line;
     # 2: SppDiscount and RiVolumeDiscount lines are credits; 3: ListCost NULL on Tax lines;
@@ -263,7 +263,8 @@ class AwsExportConnector(StoredExport):
             paths.append(path)
             display[str(path)] = obj.uri
         self._check_manifest_unchanged(delivery)
-        at_once = 1 if set(delivery.files) <= self._loose else PARTS_AT_ONCE  # see parts_are_files
-        # one relation per part: the lake writes them one after another (bounded memory)
+        # loose files (see parts_are_files) a relation each, Parquet too; one relation per part: the lake
+        # writes them one after another (bounded memory)
+        groups = [[path] for path in paths] if set(delivery.files) <= self._loose else [paths]
         return [cost_relation(con, relation, display=display, headers=headers)
-                for relation, headers in read_files(con, paths, display, at_once)]
+                for group in groups for relation, headers in read_files(con, group, display)]

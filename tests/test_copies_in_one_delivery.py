@@ -11,6 +11,8 @@ import shutil
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
+import pytest
 import yaml
 from click.testing import CliRunner
 from conftest import DATA
@@ -18,6 +20,7 @@ from conftest import DATA
 from service.cli.main import cli
 from service.core.lake import Lake
 from service.ingest.status import copies_skipped
+from tests.test_aws_cur import line, write_athena_month
 
 ORACLE = DATA / "oci-oracle" / "reports" / "cost-csv" / "0000000030000269.csv"
 
@@ -60,3 +63,23 @@ def test_an_oci_report_downloaded_twice_is_read_once(tmp_path):
     assert Lake(tmp_path / "lake").query().execute("SELECT count(*) FROM costs").fetchone() == (21,)
     [note] = copies_skipped(Lake(tmp_path / "lake"))
     assert f"{copy}, the same as {first}" in note.text
+
+
+def rewritten(original: Path, name: str) -> Path:
+    """The rows written again, in other bytes (another compression), beside the original."""
+    copy = original.with_name(name)
+    duckdb.execute(f"COPY (SELECT * FROM read_parquet('{original}')) TO '{copy}' (FORMAT parquet, COMPRESSION zstd)")
+    return copy
+
+
+@pytest.mark.parametrize("make, same", [(copied_later, "bytes"), (rewritten, "content")])
+def test_a_copy_in_an_athena_month_without_its_manifest_is_read_once(tmp_path, make, same):
+    """On main the month's files were one delivery: USD 13.00 for the 6.50 AWS billed."""
+    write_athena_month(tmp_path, [line("2026-09", "1.25"), line("2026-09", "2", kind="Tax"), line("2026-09", "3.25")])
+    first = tmp_path / "cur" / "report" / "report" / "year=2026" / "month=9" / "report-00001.snappy.parquet"
+    copy = make(first, "report-00001 (copy).snappy.parquet")
+    for _ in range(2):  # the second run reads nothing new and says the copy again
+        output, totals = ingest_and_check(tmp_path, "aws-cur", tmp_path / "cur")
+        assert f"src {copy}: skipped, the same {same} as {first} (a copy: its rows are read once)" in output, output
+        assert totals == {"2026-09": Decimal("6.50")}
+    assert "unchanged" in output
