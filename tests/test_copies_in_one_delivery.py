@@ -41,6 +41,16 @@ def ingest_and_check(tmp_path: Path, kind: str, location: Path) -> tuple[str, di
                              if row["cost"] == "billed"}
 
 
+def read_once(tmp_path: Path, kind: str, location: Path, copy: Path, first: Path, same: str) -> dict[str, Decimal]:
+    """Ingest twice (the second run reads nothing new), each run saying the copy skipped; the second's
+    `attribute --check` billed totals."""
+    for _ in range(2):
+        output, totals = ingest_and_check(tmp_path, kind, location)
+        assert f"src {copy}: skipped, the same {same} as {first} (a copy: its rows are read once)" in output, output
+    assert "unchanged" in output
+    return totals
+
+
 def copied_later(original: Path, name: str) -> Path:
     """A byte copy of `original` beside it, written after it."""
     copy = original.with_name(name)
@@ -55,11 +65,8 @@ def test_an_oci_report_downloaded_twice_is_read_once(tmp_path):
     first = folder / ORACLE.name
     shutil.copyfile(ORACLE, first)
     copy = copied_later(first, "0000000030000269 (1).csv")
-    for _ in range(2):  # the second run reads nothing new and says the copy again
-        output, totals = ingest_and_check(tmp_path, "oci-cost", tmp_path / "bucket")
-        assert f"src {copy}: skipped, the same bytes as {first} (a copy: its rows are read once)" in output, output
-        assert totals == {"2023-11": Decimal("0.120284359056")}
-    assert "unchanged" in output
+    assert read_once(tmp_path, "oci-cost", tmp_path / "bucket", copy, first, "bytes") == {
+        "2023-11": Decimal("0.120284359056")}
     assert Lake(tmp_path / "lake").query().execute("SELECT count(*) FROM costs").fetchone() == (21,)
     [note] = copies_skipped(Lake(tmp_path / "lake"))
     assert f"{copy}, the same as {first}" in note.text
@@ -78,8 +85,4 @@ def test_a_copy_in_an_athena_month_without_its_manifest_is_read_once(tmp_path, m
     write_athena_month(tmp_path, [line("2026-09", "1.25"), line("2026-09", "2", kind="Tax"), line("2026-09", "3.25")])
     first = tmp_path / "cur" / "report" / "report" / "year=2026" / "month=9" / "report-00001.snappy.parquet"
     copy = make(first, "report-00001 (copy).snappy.parquet")
-    for _ in range(2):  # the second run reads nothing new and says the copy again
-        output, totals = ingest_and_check(tmp_path, "aws-cur", tmp_path / "cur")
-        assert f"src {copy}: skipped, the same {same} as {first} (a copy: its rows are read once)" in output, output
-        assert totals == {"2026-09": Decimal("6.50")}
-    assert "unchanged" in output
+    assert read_once(tmp_path, "aws-cur", tmp_path / "cur", copy, first, same) == {"2026-09": Decimal("6.50")}
