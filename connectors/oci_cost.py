@@ -117,7 +117,9 @@ class OciCostConnector(StoredExport):
         for alike in (group for size, group in by_size.items() if len(group) > 1 and size >= 0):
             by_bytes: dict[str, list[StoredObject]] = defaultdict(list)
             for obj in alike:
-                by_bytes[hashlib.sha256(self.storage.read_bytes(obj)).hexdigest()].append(obj)
+                data = self.storage.read_bytes(obj)
+                if _holds_rows(data, obj.name):  # reports of no usage, a header alone, are alike and hold nothing twice
+                    by_bytes[hashlib.sha256(data).hexdigest()].append(obj)
             for same in by_bytes.values():
                 original, *others = sorted(same, key=lambda o: (o.modified or 0.0, o.key.count("/"), len(o.key), o.key))
                 copies.update((obj.uri, original.uri) for obj in others)
@@ -183,6 +185,12 @@ def cost_report_files(listing: list[StoredObject]) -> list[StoredObject]:
     csvs = [o for o in listing if suffix_of(o.name) in (".csv", ".csv.gz") and not OTHER_REPORTS.search(o.key)]
     under = [o for o in csvs if COST_FOLDER in PurePosixPath(o.key).parts[:-1]]
     return under or [o for o in csvs if REPORT_NAME.match(o.name)]
+
+
+def _holds_rows(data: bytes, name: str) -> bool:
+    """Whether a report file's text has a line after its header."""
+    text = gzip.decompress(data) if name.lower().endswith(".gz") else data
+    return len(text.strip().splitlines()) > 1
 
 
 def is_set(flag_sql: str) -> str:

@@ -86,3 +86,15 @@ def test_a_copy_in_an_athena_month_without_its_manifest_is_read_once(tmp_path, m
     first = tmp_path / "cur" / "report" / "report" / "year=2026" / "month=9" / "report-00001.snappy.parquet"
     copy = make(first, "report-00001 (copy).snappy.parquet")
     assert read_once(tmp_path, "aws-cur", tmp_path / "cur", copy, first, same) == {"2026-09": Decimal("6.50")}
+
+
+def test_oci_reports_of_a_header_alone_are_no_copies(tmp_path):
+    """Two six-hour reports of no usage hold the same bytes, a header, and nothing twice: no line says a copy."""
+    folder = tmp_path / "bucket" / "reports" / "cost-csv"
+    folder.mkdir(parents=True)
+    shutil.copyfile(ORACLE, folder / ORACLE.name)
+    header = ORACLE.read_text(encoding="utf-8").splitlines(keepends=True)[0]
+    for number in ("0000000030000270", "0000000030000271"):
+        (folder / f"{number}.csv").write_text(header, encoding="utf-8")
+    output, totals = ingest_and_check(tmp_path, "oci-cost", tmp_path / "bucket")
+    assert "skipped" not in output and totals == {"2023-11": Decimal("0.120284359056")}, output
