@@ -14,9 +14,10 @@ old; a file over a million rows is split into `-00002.csv.gz`, `-00003.csv.gz`, 
 are kept one year. So the files are increments, not snapshots: every file counts, and a
 billing period is the month of `lineItem/intervalUsageStart` (UTC), gathered from all files.
 The files are one delivery (id: their fingerprint); each ingest after a new file re-reads
-them and replaces every month found. A file of the same bytes as another (a browser's second
-download, `… (1).csv`; a `cp`) is a copy, left out of the delivery and told as skipped: Oracle
-never rewrites a report, so equal bytes are the same rows (`_without_copies`). A month that began more than a year before the newest
+them and replaces every month found. A file of the same text as another (a browser's second
+download, `… (1).csv`; a `cp`; the report unzipped beside it) is a copy, left out of the
+delivery and told as skipped: Oracle never rewrites a report, so equal text is the same rows
+(`_without_copies`). A month that began more than a year before the newest
 interval has lost its first files to Oracle's retention: its rows are left out and the lake
 keeps the month as it was ingested while whole.
 
@@ -56,6 +57,7 @@ import hashlib
 import io
 import re
 import uuid
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -83,7 +85,7 @@ REFERENCE, CORRECTION = "lineItem/referenceNo", "lineItem/isCorrection"
 BACK_REFERENCE = ("lineItem/backreferenceNo", "lineItem/backReference")
 TAG_PREFIX = "tags/"
 NOT_SET = "('', 'false', 'f', 'n', 'no', '0')"
-COPY = "the same bytes as {original} (a copy: its rows are read once)"
+COPY = "the same {same} as {original} (a copy: its rows are read once)"
 RETENTION = timedelta(days=365)  # Oracle keeps cost reports one year
 
 
@@ -107,26 +109,35 @@ class OciCostConnector(StoredExport):
         yield Delivery(fingerprint(files), None, tuple(o.uri for o in files))
 
     def _without_copies(self, files: list[StoredObject]) -> list[StoredObject]:
-        """The files less each holding the bytes of another (only files of one size are read to
-        tell): of files alike, the earliest written is read, then the one of the shortest path (a
-        copy is made after its original, under a longer name); the others are told as copies."""
-        by_size: dict[int, list[StoredObject]] = defaultdict(list)
+        """The files less each holding the text of another (files of one size, or of one name but for
+        `.gz`, a `gzip -dk` beside the report, are read to tell): of files alike, the earliest written
+        is read, then the one of the shortest path (a copy is made after its original, under a longer
+        name); the others are told as copies. Reports of a header alone hold nothing twice."""
+        alike: dict[tuple, list[StoredObject]] = defaultdict(list)
         for obj in files:
-            by_size[obj.size].append(obj)
-        copies: dict[str, str] = {}
-        for alike in (group for size, group in by_size.items() if len(group) > 1 and size >= 0):
-            by_bytes: dict[str, list[StoredObject]] = defaultdict(list)
-            for obj in alike:
-                data = self.storage.read_bytes(obj)
-                if _holds_rows(data, obj.name):  # reports of no usage, a header alone, are alike and hold nothing twice
-                    by_bytes[hashlib.sha256(data).hexdigest()].append(obj)
-            for same in by_bytes.values():
-                original, *others = sorted(same, key=lambda o: (o.modified or 0.0, o.key.count("/"), len(o.key), o.key))
-                copies.update((obj.uri, original.uri) for obj in others)
-        for copy, original in copies.items():
-            self.copies[copy] = original
-            self.storage.passed_over[copy] = COPY.format(original=original)
-        return [obj for obj in files if obj.uri not in copies]
+            alike["name", obj.key.lower().removesuffix(".gz")].append(obj)
+            if obj.size >= 0:
+                alike["size", obj.size].append(obj)
+        by_text: dict[str, list[StoredObject]] = defaultdict(list)
+        raw: dict[str, str] = {}  # a file read → the SHA-256 of its bytes
+        for obj in {o.uri: o for group in alike.values() if len(group) > 1 for o in group}.values():
+            data = self.storage.read_bytes(obj)
+            try:
+                text = gzip.decompress(data) if obj.name.lower().endswith(".gz") else data
+            except (OSError, EOFError, zlib.error):  # damaged: read, its error names it
+                continue
+            if len(text.strip().splitlines()) > 1:
+                by_text[hashlib.sha256(text).hexdigest()].append(obj)
+                raw[obj.uri] = hashlib.sha256(data).hexdigest()
+        kept = [obj for obj in files if obj.uri not in raw]
+        for same in by_text.values():
+            original, *others = sorted(same, key=lambda o: (o.modified or 0.0, o.key.count("/"), len(o.key), o.key))
+            kept.append(original)
+            for copy in others:
+                self.copies[copy.uri] = original.uri
+                self.storage.passed_over[copy.uri] = COPY.format(
+                    same="bytes" if raw[copy.uri] == raw[original.uri] else "content", original=original.uri)
+        return sorted(kept, key=lambda o: o.key)
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
              scratch: Path) -> list[duckdb.DuckDBPyRelation]:
@@ -185,12 +196,6 @@ def cost_report_files(listing: list[StoredObject]) -> list[StoredObject]:
     csvs = [o for o in listing if suffix_of(o.name) in (".csv", ".csv.gz") and not OTHER_REPORTS.search(o.key)]
     under = [o for o in csvs if COST_FOLDER in PurePosixPath(o.key).parts[:-1]]
     return under or [o for o in csvs if REPORT_NAME.match(o.name)]
-
-
-def _holds_rows(data: bytes, name: str) -> bool:
-    """Whether a report file's text has a line after its header."""
-    text = gzip.decompress(data) if name.lower().endswith(".gz") else data
-    return len(text.strip().splitlines()) > 1
 
 
 def is_set(flag_sql: str) -> str:

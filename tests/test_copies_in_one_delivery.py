@@ -6,6 +6,7 @@ one line naming its original, and `attribute --check` totals the source's rows o
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from decimal import Decimal
@@ -58,14 +59,24 @@ def copied_later(original: Path, name: str) -> Path:
     return copy
 
 
-def test_an_oci_report_downloaded_twice_is_read_once(tmp_path):
+def gunzipped(original: Path, name: str) -> Path:
+    """`gzip -dk` of the report: its text beside it, in other bytes and size."""
+    copy = original.with_name(name)
+    copy.write_bytes(gzip.decompress(original.read_bytes()))
+    return copy
+
+
+@pytest.mark.parametrize("name, make, copy_name, same", [
+    ("0000000030000269.csv", copied_later, "0000000030000269 (1).csv", "bytes"),
+    ("0000000030000269.csv.gz", gunzipped, "0000000030000269.csv", "content")])
+def test_an_oci_report_downloaded_twice_or_unzipped_beside_is_read_once(tmp_path, name, make, copy_name, same):
     """On main: 42 rows, USD 0.240568718112 for Oracle's 21 rows of 0.120284359056."""
     folder = tmp_path / "bucket" / "reports" / "cost-csv"
     folder.mkdir(parents=True)
-    first = folder / ORACLE.name
-    shutil.copyfile(ORACLE, first)
-    copy = copied_later(first, "0000000030000269 (1).csv")
-    assert read_once(tmp_path, "oci-cost", tmp_path / "bucket", copy, first, "bytes") == {
+    first = folder / name
+    first.write_bytes(gzip.compress(ORACLE.read_bytes()) if name.endswith(".gz") else ORACLE.read_bytes())
+    copy = make(first, copy_name)
+    assert read_once(tmp_path, "oci-cost", tmp_path / "bucket", copy, first, same) == {
         "2023-11": Decimal("0.120284359056")}
     assert Lake(tmp_path / "lake").query().execute("SELECT count(*) FROM costs").fetchone() == (21,)
     [note] = copies_skipped(Lake(tmp_path / "lake"))
