@@ -14,6 +14,8 @@ producers, and is handled here:
   falls back to it); Microsoft's FOCUS 1.0 export writes the invoice id, SKU details, meter
   name and pricing currency as `x_InvoiceId`, `x_SkuDetails`, `x_SkuMeterName`,
   `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
+  the lake's usage type (x_usage_type) is x_UsageType, else SkuMeter, where AWS's FOCUS 1.2
+  export moved it and other producers write the meter name (as `azure-cost` reads MeterName);
   each producer's instance type (AWS's usage type, Microsoft's VM size, SkuPriceDetails'
   InstanceType) is read as x_instance_type (connectors/focus_instances.py);
   the lake's own `x_` columns (`x_line_item_type`, `x_instance_type`, `x_credits`, ...) are read
@@ -53,7 +55,7 @@ from connectors import empty_costs
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
-from connectors.focus_instances import instance_type, instance_type_per_value
+from connectors.focus_instances import USAGE_TYPE_COLUMNS, instance_type, instance_type_per_value
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
                                    amounts_sum, decimal, ident, is_record_list, json_text, open_table, identifier,
                                    rounded_away, sql_string, text, timestamp, timestamp_per_value)
@@ -75,7 +77,8 @@ OTHER_DATASETS = (("ContractCommitmentId", "Contract Commitment"), ("InvoiceDeta
 # Microsoft's FOCUS 1.0 export carries some later FOCUS columns under `x_` names; Oracle's
 # FOCUS reports keep six FOCUS 1.0-preview names (Provider, Publisher, InvoiceIssuer, Region,
 # UsageQuantity, UsageUnit), which 1.0 renamed (Region became RegionName beside a new RegionId:
-# Oracle writes the region's identifier, `us-ashburn-1`, so it fills both).
+# Oracle writes the region's identifier, `us-ashburn-1`, so it fills both). The usage type falls
+# back to SkuMeter, where AWS's FOCUS 1.2 export moved x_UsageType (the module's docstring).
 ALTERNATIVES = {
     "ProviderName": ("ProviderName", "ServiceProviderName", "Provider"),
     "PublisherName": ("PublisherName", "Publisher"),
@@ -88,7 +91,7 @@ ALTERNATIVES = {
     "SkuPriceDetails": ("SkuPriceDetails", "x_SkuDetails"),
     "SkuMeter": ("SkuMeter", "x_SkuMeterName"),
     "PricingCurrency": ("PricingCurrency", "x_PricingCurrency"),
-    "x_usage_type": ("x_UsageType", "x_usage_type"),
+    "x_usage_type": (*USAGE_TYPE_COLUMNS, "x_SkuMeterName"),
 }
 # FOCUS's allowed values of its enumerated columns. Producers vary their case (Google's FOCUS view
 # writes 'usage', 'tax', 'committed', 'correction'), which the rules and attribution compare exactly:
@@ -143,7 +146,8 @@ class FocusConnector(FolderExport):
     # FOCUS 1.2+: InvoiceId MUST be null when the charge is on no issued or provisional invoice
     final_when = "every"
     # 1: the lake's own x_ columns of a spendlake export are read; 2: enumerated values in FOCUS's case;
-    # 3: the instance type from the producers' own columns (connectors/focus_instances.py)
+    # 3: the instance type from the producers' own columns (connectors/focus_instances.py), the usage type
+    # from SkuMeter where a file has no x_UsageType (AWS's FOCUS 1.2 export's was null)
     reader_version = 3
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"

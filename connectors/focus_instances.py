@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 from connectors.exportfile import Table, ident, json_text, sql_string
 
+# AWS's usage type, in the order connectors/focus.py reads it as the lake's (which adds Microsoft's FOCUS 1.0
+# x_SkuMeterName: a meter name names no instance type)
 USAGE_TYPE_COLUMNS = ("x_UsageType", "x_usage_type", "SkuMeter")
 SKU_DETAILS_COLUMNS = ("SkuPriceDetails", "x_SkuDetails")
 # the usage types of an EC2 instance-hour, with the type after the colon
