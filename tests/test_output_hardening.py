@@ -305,17 +305,25 @@ def test_the_demos_commitments_line_shows_a_bills_currency_escaped_on_one_line()
 
 def test_a_report_it_may_not_write_beside_a_read_only_lake_says_to_write_it_elsewhere(tmp_path, monkeypatch):
     """A finance user with read access to the lake runs `report` without --out: the default folder
-    (reports/ beside the lake) is not theirs; the error said to check '--out folder' they never gave."""
+    (reports/ beside the lake) is not theirs; the error said to check '--out folder' they never gave,
+    then to set report.out (the service's key, not set) where `report` was called as the command calls it."""
+    from datetime import date
+
+    from servicekit import commit, make_config
+
     from service.core import publish
     from service.core.errors import SpendlakeError
+    from service.core.lake import Lake
+    from service.report.write import write_report
 
     def denied(path, mode):
         raise PermissionError(13, "Permission denied", str(path))
 
-    folder = tmp_path / "reports" / "2026-11-29"
+    config = make_config(tmp_path)
+    commit(Lake.of(config), "cur", [("2026-11-29 03:00:00", "2026-11-29 04:00:00", "USD", "2", {})])
     monkeypatch.setattr(publish, "open", denied, raising=False)
     with pytest.raises(SpendlakeError) as refused:
-        write_local({"report.html": b"<html>"}, folder)
+        write_report(config, date(2026, 11, 29))  # as service/cli/report.py calls it without --out
     assert str(refused.value).endswith("cannot write the report: Permission denied — check the folder's permissions "
                                        "and free space, or write elsewhere with --out DIR (a lake you may only read: "
                                        "--out a folder of your own)"), refused.value

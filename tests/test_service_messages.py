@@ -10,7 +10,7 @@ from servicekit import commit, make_config
 
 from service.core.errors import ResourceError
 from service.core.lake import Lake
-from service.serve.daily import write_daily_report
+from service.serve.daily import SERVICE_AGAIN, write_daily_report
 
 ROWS = [("2026-11-28 03:00:00", "2026-11-28 04:00:00", "USD", "2", {}),
         ("2026-11-29 23:00:00", "2026-11-30 00:30:00", "USD", "5", {})]
@@ -18,7 +18,7 @@ ROWS = [("2026-11-28 03:00:00", "2026-11-28 04:00:00", "USD", "2", {}),
 
 def test_the_daily_report_on_a_full_disk_names_report_out_and_says_the_service_tries_again(tmp_path, monkeypatch):
     """Was '— free space on the --out folder's file system ..., then run the command again': serve has no
-    --out, and tries the report again by itself."""
+    --out, and tries the report again by itself; a report.out the config does not set is named as the default."""
     from service.core import publish
 
     config = make_config(tmp_path)
@@ -26,9 +26,12 @@ def test_the_daily_report_on_a_full_disk_names_report_out_and_says_the_service_t
     monkeypatch.setattr(publish, "open", lambda path, mode: open("/dev/full", mode), raising=False)
     with pytest.raises(ResourceError) as refused:
         write_daily_report(config, date(2026, 11, 29))
-    assert refused.value.hint == ("free space on the report.out folder's file system (or choose another folder), the "
-                                  "service writes the report again by itself (after 5 minutes, doubling up to "
-                                  "hourly); what the folder held before is intact")
+    assert refused.value.hint == ("free space on the report.out (not set: the default) folder's file system (or "
+                                  f"choose another folder), {SERVICE_AGAIN}; what the folder held before is intact")
+    config.report.__dict__["out"] = str(tmp_path / "reports")  # as though the config set it
+    with pytest.raises(ResourceError) as refused:
+        write_daily_report(config, date(2026, 11, 29))
+    assert refused.value.hint.startswith("free space on the report.out folder's file system")
 
 
 def test_a_sighup_while_the_config_file_is_gone_says_so_and_keeps_the_running_config(tmp_path):

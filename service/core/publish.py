@@ -89,7 +89,7 @@ AGAIN_BY_HAND = "then run the command again"  # what follows freeing space, for 
 
 def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = None,
                 stale: Callable[[Path], bool] = lambda path: path.suffix == ".csv", what: str = "the report",
-                named: str = "--out", then: str = AGAIN_BY_HAND) -> Path:
+                named: str = "--out", then: str | None = None) -> Path:
     """Write `files` (name → bytes) into `folder` through a staging folder; stale CSVs of an
     earlier run go (a report's tables change with the data). A failure names the folder as
     `named` (`--out`, `report.out`) and says `then` after what to do (write_error)."""
@@ -110,25 +110,27 @@ def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = 
 
 
 def write_error(exc: OSError, where: Path | str, what: str, *, named: str = "--out",
-                then: str = AGAIN_BY_HAND) -> SpendlakeError:
+                then: str | None = None) -> SpendlakeError:
     """A failed write as our error; a file where the output folder or one of its parents
     should be is a wrong choice of folder (exit 2) naming that file, not the OS's 'Not a directory';
     a full disk says so, naming the file it could not write. `named`: what set the folder (`--out`,
-    or `report.out` for the service's reports, which it writes again by itself: `then`)."""
+    or `report.out` for the service's reports); `then`: what happens next (the service writes the
+    report again by itself), where a command's (None) is run again by hand."""
     blocking = None if str(where).startswith("s3://") else file_in_the_way(Path(where))
     if blocking is not None:
         return UsageError(f"{blocking} is a file, not a folder: {what} cannot be written under it",
                           hint="choose an output folder that is not a file or inside one, or move that file away")
     limit = resource_error(exc, exc.filename or str(where))
     if limit is not None:  # a full disk, a quota, a size limit: said as every command says them
-        limit.hint = (f"free space on the {named} folder's file system (or choose another folder), {then}; "
+        limit.hint = (f"free space on the {named} folder's file system (or choose another folder), "
+                      f"{then or AGAIN_BY_HAND}; "
                       "what the folder held before is intact")
         return limit
     elsewhere = ("write elsewhere with --out DIR (a lake you may only read: --out a folder of your own)"
                  if named == "--out" else f"set {named} to another folder")
     return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
                           hint=f"check the folder's permissions and free space, or {elsewhere}"
-                               + ("" if then == AGAIN_BY_HAND else f"; {then}"))  # a command's is plain
+                               + (f"; {then}" if then else ""))  # a command's is plain
 
 
 def file_in_the_way(path: Path) -> Path | None:

@@ -65,23 +65,28 @@ def default_out(config: Config) -> str:
     return config.report.out or str(Path(config.lake).parent / "reports")
 
 
-SERVICE_AGAIN = "the service writes the report again by itself (after 5 minutes, doubling up to hourly)"
-
-
-def write_report(config: Config, day: date, out: str | None = None, *, serving: bool = False) -> ReportResult:
+def write_report(config: Config, day: date, out: str | None = None, *, again: str | None = None) -> ReportResult:
     """Gather, render and write the report for `day`; returns where it went. A failure names the
-    folder by the flag or key that set it, and says what happens next: the service (`serving`)
-    tries the report again by itself, a command is run again."""
+    folder by the flag or key that set it, and says what happens next: the service says `again` (how
+    it tries the report again by itself), a command is run again."""
     target = out or default_out(config)
-    named = "--out" if out else "report.out"
+    named = folder_named(config, out, serving=again is not None)
     check_outside_lake(config, target, "reports", where=named)
     files = render_files(gather_consistently(config, Lake.of(config), day))
     if target.startswith("s3://"):
         location = upload_report(files, target, day, config.report)
     else:
         location = str(write_local(files, Path(target) / day.isoformat(), last="report.html", named=named,
-                                   **({"then": SERVICE_AGAIN} if serving else {})))
+                                   then=again))
     return ReportResult(day, location, tuple(files))
+
+
+def folder_named(config: Config, out: str | None, *, serving: bool) -> str:
+    """What a failure to write names the report's folder by: a command's `--out` (given or not, the way
+    to another folder), the service's `report.out` (the default's when the config does not set it)."""
+    if not serving or out is not None:
+        return "--out"
+    return "report.out" + ("" if config.report.out else " (not set: the default)")
 
 
 def gather_consistently(config: Config, lake: Lake, day: date) -> Report:

@@ -4,7 +4,7 @@ The report is of the day before the run, or of the data's last whole day when th
 reached that day's end yet (a report of a day without its data would show a false drop). A run
 whose report lacks a billing source's bill because that source's ingest is failing (or has never
 run), or that finds no bill in the lake at all, fails: counted under `daily` and tried again as a
-failed report is (scheduler.py: 5 minutes, doubling up to hourly), so the report is written again
+failed report is (scheduler.py), so the report is written again
 once the source ingests. Such a run was recorded as done: a first ingest stopped by a full disk left
 the day's report "No spend", its budgets "ok", never written again after the ingest committed.
 """
@@ -20,9 +20,11 @@ from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.timewindow import day_start
 from service.ingest.freshness import SourceFreshness, source_freshness
-from service.report.write import SERVICE_AGAIN, ReportResult, write_report
+from service.report.write import ReportResult, write_report
 
 log = logging.getLogger("service.serve.service")  # the service's own events, as they were logged
+# the retry's schedule is the scheduler's (its log line gives each try's time): said here without its figures
+SERVICE_AGAIN = "the service writes the report again by itself (its log says when)"
 UNINGESTED = ("failing", "not ingested")  # a source's states (freshness.STATES) whose bill an ingest may yet bring
 
 
@@ -39,7 +41,7 @@ def write_daily_report(config: Config, day: date) -> ReportResult:
     last = last_whole_day(lake)
     if last is not None:
         day = min(day, last)
-    result = write_report(config, day, serving=True)
+    result = write_report(config, day, again=SERVICE_AGAIN)
     log.info("daily report for %s written to %s", day, result.location)
     if lacking := lacking_bills(config, lake, day):
         raise DataError(f"the report of {day} is written without the bill of {_named(lacking)}",
