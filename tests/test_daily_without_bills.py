@@ -48,7 +48,7 @@ def scheduler_of(config, registry):
 
 
 def test_a_daily_run_on_a_lake_without_a_bill_writes_none_and_is_written_once_the_ingest_commits(tmp_path, caplog):
-    config = two_source_config(tmp_path)
+    config = two_source_config(tmp_path, **BUDGETS)
     lake = Lake.of(config)
     record(lake, "cur", "disk full: [Errno 28] No space left on device")
     registry = CollectorRegistry()
@@ -69,7 +69,10 @@ def test_a_daily_run_on_a_lake_without_a_bill_writes_none_and_is_written_once_th
            "failing), gcp (not ingested yet) — the service writes the report again by itself" in said
     report = json.loads((tmp_path / "reports" / DAY.isoformat() / "report.json").read_text())
     (budgets,) = [s for s in report["sections"] if s["key"] == "budgets"]
-    assert "no data" not in json.dumps(budgets)
+    [row] = budgets["tables"][0]["rows"]  # the budget reads the bill ingested, not the empty lake's `no data`
+    assert (row["budget"], row["status"]) == ("nlp-monthly", "ok")
+    assert round(float(row["actual"]), 6) == round(2 * (2 + 5 * 60 / 90), 6)  # both sources' rows, as of the 30th
+    assert budgets["note"] is None
 
 
 def test_a_report_without_the_bill_of_a_failing_source_is_written_and_written_again_once_it_ingests(tmp_path, caplog):
