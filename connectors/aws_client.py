@@ -25,12 +25,14 @@ MIN_ATTEMPT_SECONDS = 0.1  # an attempt's connect and reads at least (what is le
 
 
 def make_client(service: str, *, config_path: str, region: str | None = None, profile: str | None = None,
-                endpoint_url: str | None = None, max_attempts: int = 5, timeout: float | None = None) -> Any:
-    """`timeout`: each attempt's connect and each of its reads (botocore's default: 60 s each)."""
+                endpoint_url: str | None = None, max_attempts: int = 5, timeout: float | None = None,
+                profile_set_by: str | None = None) -> Any:
+    """`timeout`: each attempt's connect and each of its reads (botocore's default: 60 s each);
+    `profile_set_by`: what an unknown profile's hint says to set (_session)."""
     from botocore.config import Config as BotoConfig
 
     waits = {"connect_timeout": timeout, "read_timeout": timeout} if timeout else {}
-    return _session(profile, config_path, region).client(service, endpoint_url=endpoint_url,
+    return _session(profile, config_path, region, profile_set_by).client(service, endpoint_url=endpoint_url,
                           # total_max_attempts counts the first call too (botocore's max_attempts would not)
                           config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts},
                                             **waits))
@@ -81,18 +83,22 @@ def default_region(profile: str | None, config_path: str) -> str:
     return _session(profile, config_path).region_name or "us-east-1"
 
 
-def _session(profile: str | None, config_path: str, region: str | None = None) -> Any:
-    """A boto3 session; a profile the AWS config files do not have (`<config_path>.profile`, or
-    $AWS_PROFILE) is one sentence naming it, not botocore's ProfileNotFound traceback."""
+def _session(profile: str | None, config_path: str, region: str | None = None,
+             profile_set_by: str | None = None) -> Any:
+    """A boto3 session; a profile the AWS config files do not have is one sentence naming what set it
+    (`profile_set_by`: by default `<config_path>.profile` or $AWS_PROFILE; `export` has only the
+    latter), not botocore's ProfileNotFound traceback."""
     import boto3
     from botocore.exceptions import ProfileNotFound
 
     try:
         return boto3.session.Session(profile_name=profile, region_name=region)
     except ProfileNotFound as exc:
+        set_by, unset = ((profile_set_by, "it") if profile_set_by
+                         else (f"{config_path}.profile (or AWS_PROFILE)", "both"))
         raise SourceError(f"no AWS profile named {exc.kwargs.get('profile')!r} in the AWS config or credentials "
-                          "files", hint=f"set {config_path}.profile (or AWS_PROFILE) to one that "
-                          "`aws configure list-profiles` shows, or leave both unset for the default chain") from None
+                          "files", hint=f"set {set_by} to one that `aws configure list-profiles` shows, or leave "
+                          f"{unset} unset for the default chain") from None
 
 
 def region_of(arn: str) -> str | None:

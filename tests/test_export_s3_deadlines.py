@@ -63,3 +63,17 @@ def test_a_deadline_shorter_than_the_timeout_is_a_usage_error(tmp_path):
     done = exported(tmp_path, "--timeout-seconds", "60", "--deadline-seconds", "10")
     assert done.exit_code == 2
     assert done.stderr.startswith("error: --deadline-seconds: 10 s is less than --timeout-seconds (60 s)")
+
+
+def test_an_export_with_an_unknown_aws_profile_says_to_set_aws_profile_not_a_config_key(tmp_path, monkeypatch):
+    """Was '— set export.profile (or AWS_PROFILE) to one that ...': the config has no export section; the
+    export takes the SDK's settings from the environment (README: Export)."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))  # no profile of this name anywhere
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    done = exported(tmp_path)
+    assert done.exit_code == 3, done.output
+    assert done.stderr.startswith("error: no AWS profile named 'no-such-profile' in the AWS config or "
+                                  "credentials files — set AWS_PROFILE to one that `aws configure list-profiles` "
+                                  "shows"), done.stderr
+    assert "export.profile" not in done.stderr

@@ -228,8 +228,8 @@ def _upload(staging: Path, staged: _Staged, options: ExportOptions) -> ExportRes
     bucket, prefix = split_s3_url(options.out)
     deadline = Deadline.after(options.deadline_seconds, "--deadline-seconds", "the export's S3 calls")
     attempt = attempt_timeout(options.timeout_seconds, deadline)
-    client = ends_by(make_client("s3", config_path="export", timeout=attempt), deadline, options.out,
-                     "check that the S3 endpoint answers")
+    client = make_client("s3", config_path="export", timeout=attempt, profile_set_by="AWS_PROFILE")  # no export: key
+    client = ends_by(client, deadline, options.out, "check that the S3 endpoint answers")
     join = lambda *parts: "/".join(p for p in parts if p)  # noqa: E731
     if staged.schema is not None:
         files = {path.relative_to(staging / METADATA_DIR).as_posix(): path
