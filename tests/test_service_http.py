@@ -100,20 +100,20 @@ def test_a_lake_moved_away_while_serving_is_not_read_as_a_new_empty_one(tmp_path
     lake without periods. The service pins the folder it started on: gone or replaced, every read
     and write fails naming it, and nothing is made there."""
     from service.core.errors import DataError
-    from service.serve.scheduler import Tasks
-    from service.serve.service import Service
+    from service.serve.listener import pinned_after
 
     monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
     monkeypatch.setattr(MemoryConnector, "ROWS", [(hours_ago(3), hours_ago(2), "USD", "2", {})])
     config = make_config(tmp_path)
     ingest(config)
-    service = Service(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=lambda _day: None))
+    lake = Lake.of(config)
+    pinned_after(None, lake.root)  # as the service's run pins it once its address is bound
     api = api_for(config, token=TOKEN)
     assert api.handle("/readyz", {}, None).status == 200
     config.lake.rename(tmp_path / "moved")
 
     with pytest.raises(DataError, match="the lake folder is gone") as gone:
-        service.lake.write_state("jobs", {})  # what the scheduler writes after each job
+        lake.write_state("jobs", {})  # what the scheduler writes after each job
     assert str(config.lake) in str(gone.value)
     assert not config.lake.exists()
     response = api.handle("/readyz", {}, f"Bearer {TOKEN}")
@@ -125,7 +125,7 @@ def test_a_lake_moved_away_while_serving_is_not_read_as_a_new_empty_one(tmp_path
     config.lake.mkdir()  # an empty folder put in its place is not the lake either
     assert b"spendlake_lake_readable 0.0" in api.handle("/metrics", {}, None).body
     with pytest.raises(DataError, match="another folder than the one it started on"):
-        service.lake.lock().__enter__()
+        lake.lock().__enter__()
 
 
 def test_readyz_and_status_flag_data_that_stopped_advancing_though_ingest_succeeds(tmp_path, monkeypatch):

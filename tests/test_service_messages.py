@@ -48,7 +48,6 @@ def test_a_sighup_while_the_config_file_is_gone_says_so_and_keeps_the_running_co
     said = []
     assert service.reloaded(said.append) is None
     assert said == [f"SIGHUP: {GONE_MESSAGE} ({path})"] and "--config" not in said[0]
-    service.bound.server_close()  # bound at start, never served here
 
 
 def test_a_taken_default_address_is_named_as_the_default_and_a_taken_port_makes_no_lake_folder(tmp_path, monkeypatch):
@@ -74,3 +73,28 @@ def test_a_taken_default_address_is_named_as_the_default_and_a_taken_port_makes_
             Service(named).run(lambda line: None)
         assert str(refused.value).startswith(f"service.listen: cannot listen on {address}: ")
         assert not (tmp_path / "new").exists()
+
+
+def test_making_a_service_binds_nothing_and_a_run_failing_before_it_serves_lets_its_address_go(tmp_path, monkeypatch):
+    """Service(config) bound service.listen (and made the lake folder), and a run() failing before it served,
+    as when another service holds the lake, left the address bound until the process ended."""
+    import socket
+
+    from service.core.errors import LakeBusyError
+    from service.serve import service as service_module
+
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    config = make_config(tmp_path, listen=f"127.0.0.1:{port}")
+    service = service_module.Service(config)
+    assert service.bound is None and not (tmp_path / "lake").exists()
+
+    def held(lake, config):
+        raise LakeBusyError("another spendlake serve holds the lake", where="lake")
+
+    monkeypatch.setattr(service_module, "serving_or_reading", held)
+    with pytest.raises(LakeBusyError):
+        service.run(lambda line: None)
+    assert service.bound is None
+    with socket.create_server(("127.0.0.1", port)):  # free again: was 'Address already in use'
+        pass

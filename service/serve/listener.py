@@ -22,8 +22,10 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 from service.core.errors import ConfigError
+from service.core.pinned_root import pin_root
 from service.serve.http import ServiceHandler, busy_answer
 
 log = logging.getLogger(__name__)
@@ -149,3 +151,16 @@ def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS, max
         return server_class((host, port), handler)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where=where, hint=hint) from None
+
+
+def pinned_after(server: ThreadingHTTPServer | None, root: Path) -> ThreadingHTTPServer | None:
+    """`server`, once the lake folder `root` is pinned (made when missing): bound first, so that a taken port
+    makes no lake folder (a new lake's _locks and _state were left behind); a folder that cannot be made lets
+    the address go. A lake moved away while serving then fails, not comes back empty."""
+    try:
+        pin_root(root)
+    except OSError:
+        if server is not None:
+            server.server_close()
+        raise
+    return server

@@ -17,8 +17,8 @@ import logging
 import signal
 import threading
 import time as clock_time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING
@@ -30,13 +30,12 @@ from service.serve.app import Api, api_token
 from service.serve.exposure import exposure_warning
 from service.serve.daily import write_daily_report
 from service.serve.config_watch import CHANGED_MESSAGE, GONE_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
-from service.serve.listener import make_server
+from service.serve.listener import make_server, pinned_after
 from service.core.config import Config
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
 from service.core.lake import Lake
 from service.core.logs import hide
 from service.core.output import printable
-from service.core.pinned_root import pin_root
 from service.core.serving import serving_or_reading
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
@@ -234,7 +233,7 @@ class Requests:
 class Service:
     def __init__(self, config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
                  clock: Callable[[], datetime] = utc_now, reload: Callable[[], Config] | None = None,
-                 requests: Requests | None = None, pin: bool = True):
+                 requests: Requests | None = None):
         self.config = config
         self.listen_option = listen  # --listen outlives a reload; service.listen may change with it
         self.listen = listen or config.service.listen
@@ -247,15 +246,7 @@ class Service:
         hide(self.token or "")  # a client that puts it in a URL's path or an unknown parameter: the access log
         self.clock = clock
         self.lake = Lake.of(config)
-        self.bound = None  # the server bound on this config's address before it serves (a start's, a reload's)
-        if pin:  # a reload's, once it is taken (taken_over_by): a refused config makes no lake folder
-            # the address first: a taken port left a new lake folder with its _locks and _state made
-            self.bound = make_server(None, self.listen, where=self.listen_from)
-            try:
-                pin_root(self.lake.root)  # a lake moved away while serving fails, not comes back empty
-            except OSError:
-                self.bound.server_close()
-                raise
+        self.bound = None  # the server bound on this config's address before it serves (run's, a reload's)
         self.config_read = as_read(self.lake.config_file)  # the file as `config` was read from it
         self.reload = reload
         self.requests = requests or Requests()
@@ -281,7 +272,7 @@ class Service:
             return None
         try:
             successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
-                                reload=self.reload, requests=self.requests, pin=False)
+                                reload=self.reload, requests=self.requests)
             self.taken_over_by(successor)
         except (SpendlakeError, OSError) as exc:  # OSError: a new lake folder that cannot be made (/proc/x)
             exc = os_error(exc, "lake") if isinstance(exc, OSError) else exc
@@ -307,20 +298,28 @@ class Service:
             successor.bound = make_server(None, successor.listen, where=successor.listen_from, hint=(
                 f"choose a free address for service.listen in {successor.config.file} and send SIGHUP again; "
                 "the running service keeps its address meanwhile"))
+        pinned_after(successor.bound, successor.lake.root)
+
+    @contextmanager
+    def _unserved_closed(self) -> Iterator[None]:
+        """The address bound for this run let go when the run fails before serving it (then it is the server's)."""
         try:
-            pin_root(successor.lake.root)
-        except OSError:
-            if successor.bound is not None:
-                successor.bound.server_close()
-            raise
+            yield
+        finally:
+            if self.bound is not None:
+                self.bound.server_close()
+                self.bound = None
 
     def run(self, announce: Callable[[str], None] = announce) -> Service | None:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
         the service to run next, once this one has let go of the lake and the port)."""
         successor = None
         read_only = self.config.service.read_only  # by its config: no lock, no job, nothing written (reads_only.py)
+        if self.handed is None and self.bound is None:  # a start's: a reload's is bound or handed (taken_over_by)
+            self.bound = pinned_after(make_server(None, self.listen, where=self.listen_from), self.lake.root)
         # its sources recorded: status and forget tell them; on a lake it may not write, reads only (reads_only.py)
-        with nullcontext() if read_only else serving_or_reading(self.lake, self.config) as refused:
+        with (self._unserved_closed(),
+              nullcontext() if read_only else serving_or_reading(self.lake, self.config) as refused):
             tasks = self.tasks if refused is None else reads_only(self.tasks, self.lake.root, refused)
             writes = refused is None and not read_only
             registry = CollectorRegistry()
@@ -339,7 +338,7 @@ class Service:
                 server, thread = self.handed
                 server.RequestHandlerClass.api = api
             else:
-                server = self.bound or make_server(api, self.listen, where=self.listen_from)
+                server, self.bound = self.bound or make_server(api, self.listen, where=self.listen_from), None
                 server.RequestHandlerClass.api = api
                 thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
                 thread.start()
