@@ -4,6 +4,7 @@ cost, as `spendlake runs --run RUN` tells it, whatever experiment they carry."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from datetime import date
 from decimal import Decimal
@@ -284,6 +285,34 @@ def test_a_plans_file_an_older_version_rewrote_gets_each_plans_run_back_from_the
     older_version_rewrite(lake, "SELECT * EXCLUDE (run, registered) REPLACE (start + INTERVAL 1 DAY AS start) "
                                 "FROM plans")
     assert [(plan.name, plan.run, plan.start.day) for plan in load_plans(lake)] == [("r1-plan", None, 3)]
+
+
+def test_an_older_versions_plans_file_is_warned_of_once_per_file_a_process_reads(tmp_path):
+    """The service reads the plans at each rules run, report and API call: the older-version warning was logged at
+    every one of them until the next registration; now once, and again once the file is written again."""
+    lake, _ = hand_lake(tmp_path)
+    config = configured(tmp_path, lake)
+    assert spendlake(config, *ESTIMATE, "--register", "r1-plan", "--project", "llm", "--run", "r1", "--start", DAY
+                     ).exit_code == 0
+    older_version_rewrite(lake)
+    logger = logging.getLogger("service.planning.plan_record")  # its own handler: the CLI run above set the root's
+
+    def warnings_of(reads: int) -> int:
+        told: list[logging.LogRecord] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = told.append
+        logger.addHandler(handler)
+        try:
+            for _ in range(reads):
+                assert [(plan.name, plan.run) for plan in load_plans(lake)] == [("r1-plan", "r1")]
+        finally:
+            logger.removeHandler(handler)
+        return sum("from before plans on runs" in record.getMessage() for record in told)
+
+    assert warnings_of(3) == 1
+    assert warnings_of(2) == 0
+    older_version_rewrite(lake, "SELECT * REPLACE (retention_days + 1 AS retention_days) FROM plans")  # written again
+    assert warnings_of(2) == 1
 
 
 def test_registering_the_same_plan_again_keeps_its_registration_time_and_the_files_bytes(tmp_path):

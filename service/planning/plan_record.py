@@ -13,6 +13,7 @@ removal writes the file again with them.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 STATE = "plans"
 KEPT = ("run", "registered")  # the columns an older version's rewrite drops
+# each plans file's (inode, size, mtime) when its warning was last logged: once per file a process reads (the
+# service reads the plans at each rules run, report and API call; a file written again is warned of again)
+_WARNED: dict[str, tuple[int, int, int]] = {}
 
 
 def keep(lake: Lake, rows: Sequence[dict[str, Any]]) -> None:
@@ -46,12 +50,23 @@ def restored(lake: Lake, records: list[dict[str, Any]], path: str) -> list[dict[
                       "registered": was["registered"] and datetime.fromisoformat(was["registered"].replace(
                           "Z", "+00:00")).replace(tzinfo=None)}
         back.append(record)
-    if on_runs := [f"{r['name']} (run {r['run']})" for r in back if r["run"] is not None]:
+    if (on_runs := [f"{r['name']} (run {r['run']})" for r in back if r["run"] is not None]) and _first_read(path):
         log.warning("%s was written by a spendlake from before plans on runs (2026-12), which drops each plan's run: "
                     "plan(s) %s read with the run kept in the lake's state (%s); the next registration or removal "
                     "writes them back, and registering with that older version again drops them again", path,
                     ", ".join(on_runs), lake.state_file(STATE))
     return back
+
+
+def _first_read(path: str) -> bool:
+    """Whether this process reads the file at `path`, as it is now, for the first time."""
+    try:
+        stat = os.stat(path)
+    except OSError:  # gone since it was read: say it
+        return True
+    seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    first, _WARNED[path] = _WARNED.get(path) != seen, seen
+    return first
 
 
 def _same(record: dict[str, Any], was: dict[str, Any]) -> bool:
