@@ -307,31 +307,31 @@ def test_a_failed_daily_report_is_tried_again_with_a_backoff_not_the_next_day(tm
     assert sum("trying the report again at" in r.getMessage() for r in caplog.records) == 2
 
 
-def test_a_report_retried_after_the_next_fire_verifies_the_lake_for_its_new_date(tmp_path):
-    """A retry skips verify for the date whose lake was verified; one that runs once the next
-    fire's date has come is that date's run, and the lake was not verified for it (the fire
-    itself then finds the date done)."""
+def test_a_retry_once_the_next_fires_date_has_come_leaves_the_report_to_that_fires_run(tmp_path):
+    """A retry skips verify for the date whose lake was verified; one that runs once the next fire's date has come
+    was that date's run, so a report lacking a bill for good (a source's bucket closed) was tried hourly day after
+    day: it does nothing now, and the fire's run verifies the lake for its date and writes its report."""
     lake = Lake(tmp_path / "lake")
     now, reported, verified = [utc(2026, 11, 30, 7)], [], []
 
     def report(day):
         reported.append(day)
-        if len(reported) == 1:
-            now[0] = utc(2026, 12, 1, 7)  # the retry runs after the next day's fire time
-            raise OSError("No space left on device")
+        raise OSError("No space left on device")
 
-    scheduler = ServiceScheduler(lake, JobMetrics(CollectorRegistry(), ["ingest", "verify", "daily"]),
+    registry = CollectorRegistry()
+    scheduler = ServiceScheduler(lake, JobMetrics(registry, ["ingest", "verify", "daily"]),
                                  Tasks(ingest=lambda: None, rules=None, daily=report,
                                        verify=lambda: verified.append(now[0].date())),
-                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: now[0],
-                                 daily_retry=timedelta(seconds=0.1))
-    scheduler.start()
-    try:
-        wait_for(lambda: lake.read_state("jobs").get("daily"))
-    finally:
-        scheduler.shutdown()
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: now[0])
+    scheduler.first_ingest.set()  # not started: each fire and retry is run here
+    scheduler.run_daily()
+    now[0] = utc(2026, 12, 1, 7)  # the retry runs after the next day's fire time
+    scheduler.run_daily(retry_of=date(2026, 11, 30))
+    assert reported == [date(2026, 11, 29)] and verified == [date(2026, 11, 30)]
+    scheduler.run_daily()  # the fire of the 1st
     assert reported == [date(2026, 11, 29), date(2026, 11, 30)]
     assert verified == [date(2026, 11, 30), date(2026, 12, 1)]
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 2
 
 
 @pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False),
@@ -385,9 +385,9 @@ def test_a_run_recorded_by_a_clock_ahead_is_told_by_its_stamp_after_now_and_due_
 
 
 def test_a_retry_and_the_next_fire_waiting_together_write_the_date_once(tmp_path):
-    """A retry running past the next fire's time, and that fire waiting for its turn: the fire
-    asks again once it has the turn and finds the date done (it verified and wrote the same
-    report again)."""
+    """A retry of the date's run holding the turn, and a fire of that date waiting for it (the start's make-up
+    run, a coalesced fire): the fire asks again once it has the turn and finds the date done (it verified and
+    wrote the same report again). A retry of an earlier date does nothing (the test above)."""
     lake = Lake(tmp_path / "lake")
     reported, verified, release = [], [], threading.Event()
 
@@ -400,7 +400,7 @@ def test_a_retry_and_the_next_fire_waiting_together_write_the_date_once(tmp_path
                                  ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: utc(2026, 12, 1, 7))
     asked, daily_due = [], scheduler.daily_due
     scheduler.daily_due = lambda now: asked.append(now) or daily_due(now)
-    retry = threading.Thread(target=scheduler.run_daily, kwargs={"retry_of": date(2026, 11, 30)})
+    retry = threading.Thread(target=scheduler.run_daily, kwargs={"retry_of": date(2026, 12, 1)})
     retry.start()
     wait_for(lambda: reported)  # the retry is writing the report of the 30th, holding the turn
     fire = threading.Thread(target=scheduler.run_daily)
@@ -410,7 +410,7 @@ def test_a_retry_and_the_next_fire_waiting_together_write_the_date_once(tmp_path
     release.set()
     retry.join(10)
     fire.join(10)
-    assert reported == [date(2026, 11, 30)] and verified == [1]
+    assert reported == [date(2026, 11, 30)] and verified == []  # the retry's date was verified before it failed
     assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-12-01"
 
 

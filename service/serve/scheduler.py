@@ -16,7 +16,8 @@
 - A daily report that fails (or finds the lake held) is tried again, the report only, after
   `daily_retry`, doubling up to DAILY_RETRY_MAX, rather than waiting for the next day's fire
   (finance waited a day for a report a full disk or a busy lake had stopped for minutes), and at
-  once after an ingest that succeeds (a report lacking a failing source's bill: daily.py).
+  once after an ingest that succeeds (a report lacking a failing source's bill: daily.py), until
+  the next fire's date comes: that fire's run (verify, then its report) takes over.
 - APScheduler plans each next run from the previous one on the wall clock, so a clock set back
   (NTP setting right one that ran weeks ahead) held every job until it caught up: a job planned
   further ahead than its trigger can plan is run at once, which plans it again from there.
@@ -230,7 +231,7 @@ class ServiceScheduler:
     def run_daily(self, retry_of: date | None = None) -> None:
         """Verify, then the report of the latest fire's date; a failed report is retried (see the
         module). A retry of that date's run (`retry_of`) skips verify: the lake was verified for
-        it; a retry that runs once the next fire's date has come is that date's first run."""
+        it; a retry that runs once the next fire's date has come does nothing: that fire's run takes over."""
         if self._due_date() is None:
             return
         self.first_ingest.wait()
@@ -240,7 +241,10 @@ class ServiceScheduler:
             run_date = self._due_date()
             if run_date is None or self._stopping(f"the daily run of {run_date}"):
                 return
-            if run_date != retry_of and self.tasks.verify is not None:
+            if retry_of not in (None, run_date):  # a report lacking a bill for good was tried hourly for weeks
+                log.info("the daily run of %s is no longer tried: the run of %s takes over", retry_of, run_date)
+                return
+            if retry_of is None and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
                 if self._stopping(f"the report of {run_date - timedelta(days=1)}"):
                     return
