@@ -28,7 +28,8 @@ def test_the_daily_report_on_a_full_disk_names_report_out_and_says_the_service_t
         write_daily_report(config, date(2026, 11, 29))
     assert refused.value.hint == ("free space on the report.out (not set: the default) folder's file system (or "
                                   f"choose another folder), {SERVICE_AGAIN}; what the folder held before is intact")
-    config.report.__dict__["out"] = str(tmp_path / "reports")  # as though the config set it
+    # as though the config set it; monkeypatch puts it back: a config without a report section shares its default
+    monkeypatch.setitem(config.report.__dict__, "out", str(tmp_path / "reports"))
     with pytest.raises(ResourceError) as refused:
         write_daily_report(config, date(2026, 11, 29))
     assert refused.value.hint.startswith("free space on the report.out folder's file system")
