@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 from billing_helpers import failures
 from layout_exports import duckdb_sums, lake_sums
@@ -128,3 +129,31 @@ def test_a_bare_legacy_cur_saved_again_with_every_field_quoted_is_read_once(tmp_
             (1281, Decimal("1.682308697400"))]
     [note] = copies_skipped(lake)
     assert f"{export / 'backup' / 'cur.csv'}, the same as {first}" in note.text
+
+
+def pandas_saved(path: Path, to: Path) -> None:
+    """The rows as pandas saves them by default: its float text (`25.200000000000004` →
+    `…003`), NA text (`N/A`, `None` → empty) and whole numbers of a column with empty cells (`…440.0`)."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    rows = pd.read_csv(path)
+    rows.to_parquet(to) if to.suffix == ".parquet" else rows.to_csv(to, index=False)
+
+
+@pytest.mark.parametrize("kind, sample, name", [
+    ("focus", SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv", "resaved.csv"),
+    ("focus", SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv", "converted.parquet"),
+    ("aws-cur", LEGACY, "resaved.csv")])
+def test_an_export_saved_again_by_pandas_is_read_once(tmp_path, kind, sample, name):
+    """break53b B1: the 17-digit float quantities of Microsoft's FOCUS sample differed in their last
+    digit, so the re-save was no copy: 2000 rows, USD 387.615378097828 for 193.807689048914, exit 0;
+    the legacy CUR's 2,562 rows, USD 3.364617394800 for 1.682308697400."""
+    export = tmp_path / "export"
+    export.mkdir()
+    first = export / f"export{sample.suffix}"
+    first.write_bytes(sample.read_bytes())
+    once = duckdb_sums(kind, export)
+    pandas_saved(first, export / name)
+    lake, result = run(tmp_path, kind, export)
+    assert failures(result) == [], lines(result)
+    assert skipped(result) == [same_content(export / name, first)], lines(result)
+    assert lake_sums(lake) == once
