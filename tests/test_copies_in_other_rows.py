@@ -157,3 +157,19 @@ def test_an_export_saved_again_by_pandas_is_read_once(tmp_path, kind, sample, na
     assert failures(result) == [], lines(result)
     assert skipped(result) == [same_content(export / name, first)], lines(result)
     assert lake_sums(lake) == once
+
+
+def test_rows_of_the_same_count_and_sums_billing_other_resources_are_no_copy(tmp_path):
+    """The exact print compares what the rows bill: two lines' resources swapped (a file of the same
+    periods, count and cost sums, its dollars on other resources) is another bill, both read."""
+    export = tmp_path / "export"
+    first = original(export)
+    rows = list(csv.reader(first.open(encoding="utf-8-sig")))
+    column = rows[0].index("ResourceId")
+    rows[1][column], rows[2][column] = rows[2][column], rows[1][column]
+    (export / "other").mkdir()
+    with (export / "other" / "cost.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and skipped(result) == [], lines(result)
+    assert lake_sums(lake) == duckdb_sums("focus", export)
