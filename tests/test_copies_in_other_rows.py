@@ -173,3 +173,21 @@ def test_rows_of_the_same_count_and_sums_billing_other_resources_are_no_copy(tmp
     lake, result = run(tmp_path, "focus", export)
     assert failures(result) == [] and skipped(result) == [], lines(result)
     assert lake_sums(lake) == duckdb_sums("focus", export)
+
+
+def test_a_pandas_save_of_an_account_id_read_as_a_number_is_still_a_copy(tmp_path):
+    """pandas reads an AWS account id `012345678901` as a number and writes `12345678901`."""
+    export = tmp_path / "export"
+    first = original(export)
+    rows = list(csv.reader(first.open(encoding="utf-8-sig")))
+    column = rows[0].index("SubAccountId")
+    for row in rows[1:]:
+        row[column] = "012345678901"
+    with first.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    pandas_saved(first, export / "resaved.csv")
+    assert "012345678901" not in (export / "resaved.csv").read_text()  # its leading zero dropped
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [], lines(result)
+    assert skipped(result) == [same_content(export / "resaved.csv", first)], lines(result)
+    assert lake_sums(lake) == duckdb_sums("focus", first.parent)

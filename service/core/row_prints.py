@@ -24,15 +24,17 @@ from service.core.hidden_columns import FILE_INDEX
 BATCH = "row_prints_batch"
 MASK = (1 << 64) - 1
 SUMMED = ("BilledCost", "EffectiveCost")
-# What a row bills: its costs (exact decimals), currency, periods, resource and description. Not every
+# What a row bills: its costs (exact decimals), currency, periods, what and whose it is. Not every
 # column: a re-save by pandas (or a spreadsheet) rewrites a float quantity's 17th digit
 # (`25.200000000000004` → `…003`), `N/A` and `None` as empty and whole numbers of a column with empty
-# cells as `…440.0`, and so rewrites ids held as numbers (an account id loses its leading zeros): it
-# was no copy, summed twice (break53b B1). Two files of the same periods, row count and cost sums
-# whose rows bill the same things are one bill; a row billing another value or resource is no copy.
+# cells as `…440.0`: it was no copy, summed twice (break53b B1). Two files of the same periods, row
+# count and cost sums whose rows bill the same things to the same accounts are one bill; a row billing
+# another value, resource or account (the same file under two SubAccountId=… folders) is no copy.
 BILLED = ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "BilledCost",
           "EffectiveCost", "ListCost", "ContractedCost", "BillingCurrency", "ChargeCategory", "ChargeDescription",
-          "ResourceId")
+          "ProviderName", "RegionId", "ResourceId")
+# Account ids pandas read as numbers come back without their leading zeros, or with `.0`: compared without.
+ACCOUNTS = ("BillingAccountId", "SubAccountId")
 
 
 def _ident(name: str) -> str:
@@ -67,7 +69,9 @@ class RowPrints:
         return list(zip(sums["file"], sums["file_count"], *(sums[f"{name}_sum"] for name in SUMMED)))
 
     def _hashed(self, rows: pa.RecordBatch, files: pa.Array | None) -> list[tuple]:
-        value = f"hash({', '.join(_ident(name) for name in BILLED if name in rows.schema.names)})"
+        names = rows.schema.names
+        value = "hash({})".format(", ".join([*(_ident(name) for name in BILLED if name in names), *(
+            rf"regexp_replace({_ident(name)}, '^0+|\.0$', '', 'g')" for name in ACCOUNTS if name in names)]))
         file = "0" if files is None else _ident(FILE_INDEX)
         self.con.register(BATCH, rows if files is None else rows.append_column(FILE_INDEX, files))
         try:
