@@ -8,6 +8,16 @@ from __future__ import annotations
 from service.attribution.allocation_weights import GPU_SHARES
 from service.core.config_clusters import ClustersConfig
 
+
+def instance_key(column: str) -> str:
+    """SQL (DuckDB and Spark alike): the instance an id names, in one spelling for its forms:
+    an EC2 id from its ARN or a Kubernetes node's providerID (`aws:///us-east-1a/i-0c`), an
+    Azure resource id in lower case (Azure ids ignore case; the cost exports lowercase them,
+    ARM and schedulers do not)."""
+    return (f"CASE WHEN {column} LIKE '/subscriptions/%' THEN lower({column}) "
+            f"WHEN {column} LIKE 'arn:%' OR {column} LIKE 'aws:///%' THEN regexp_replace({column}, '^.*/', '') "
+            f"ELSE {column} END")
+
 def jobs_cte(jobs: str) -> str:
     """`a_jobs`: the staged job records (`jobs`: `Stage.jobs`) that overlap the lines' span (`a_span`)."""
     return (f"a_jobs AS (SELECT * FROM {jobs} WHERE j_start < (SELECT hi FROM a_span) "
@@ -32,7 +42,8 @@ def placement_ctes(clusters: ClustersConfig, jobs: str) -> str:
     whose clusters are known ones."""
     named = ("SELECT record_id, i.a_instance, g, j_start AS t_start, j_end AS t_end, 1 AS times FROM ("
              "SELECT record_id, gpus / len(instance_ids) AS g, unnest(instance_ids) AS iid, j_start, j_end "
-             "FROM a_jobs WHERE coalesce(len(instance_ids), 0) > 0) AS ids JOIN a_inst i ON i.a_instance = ids.iid")
+             "FROM a_jobs WHERE coalesce(len(instance_ids), 0) > 0) AS ids "
+             f"JOIN a_inst i ON {instance_key('i.a_instance')} = {instance_key('ids.iid')}")
     return (
         (_node_ctes(jobs) if clusters.node_tag else "")
         + f"a_place AS (SELECT record_id, a_instance, t_start, t_end, max(g) AS g, "
