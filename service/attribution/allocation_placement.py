@@ -18,6 +18,7 @@ def instance_key(column: str) -> str:
             f"WHEN {column} LIKE 'arn:%' OR {column} LIKE 'aws:///%' THEN regexp_replace({column}, '^.*/', '') "
             f"ELSE {column} END")
 
+
 def jobs_cte(jobs: str) -> str:
     """`a_jobs`: the staged job records (`jobs`: `Stage.jobs`) that overlap the lines' span (`a_span`)."""
     return (f"a_jobs AS (SELECT * FROM {jobs} WHERE j_start < (SELECT hi FROM a_span) "
