@@ -65,6 +65,7 @@ GPU_INSTANCE_TYPES: dict[str, int] = {
     "standard_nd96amsr_a100_v4": 8, "standard_nd96isr_mi300x_v5": 8,
     "standard_nc40ads_h100_v5": 1, "standard_nc80adis_h100_v5": 2, "standard_ncc40ads_h100_v5": 1,
     "standard_nc24ads_a100_v4": 1, "standard_nc48ads_a100_v4": 2, "standard_nc96ads_a100_v4": 4,
+    "standard_nc8ads_a10_v4": 1, "standard_nc16ads_a10_v4": 1, "standard_nc32ads_a10_v4": 2,
 }
 
 
