@@ -44,8 +44,6 @@ its modules (tests/test_layout.py):
   meets in a window (service/attribution/job_rules.py; `attribute` and `runs` warn);
 - `shared_nodes`, `SharedNodes`: pairs of job sources naming a node alike in the same hours, the
   cause the over-booked warnings name (service/attribution/node_sharing.py);
-- `unsized_types`, `UnsizedType`: GPU-family instance types of the window the GPU table does
-  not size (service/attribution/unsized_instances.py; `attribute` and `runs` warn);
 - `prorate`: the part of a charge in a window, as attribution counts it (the report's data-end note);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
@@ -87,7 +85,6 @@ _MODULES = {
     "tops": ("TOPS_FORMAT", "ScrapeTops", "build_tops", "read_tops", "tops_owner"),
     "jobs": ("newly_ended", "newly_unasked"),
     "node_sharing": ("SharedNodes", "shared_nodes"),
-    "unsized_instances": ("UnsizedType", "unsized_types"),
     "job_rules": ("IdleRule", "idle_job_rules"),
     "run_costs": ("held_hours_lookup", "run_costs_lookup"),
     "rollup_versions": ("HELD_TABLES",),

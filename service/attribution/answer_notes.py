@@ -1,8 +1,7 @@
 """What an attribution's rows do not say by themselves, in words: known `where` values no line of
 the window carries (together), periods `granularity` cuts, days of the window before the lake's
 first bill, a `compare` window without cost, a cost some deliveries lack, a comma-separated `where`
-value that matches nothing, job rules no job meets, over-booked hours, GPU instance types the GPU
-table does not size. Computed here once;
+value that matches nothing, job rules no job meets, over-booked hours. Computed here once;
 `spendlake attribute` prints them (stderr, the table's coverage line) and its JSON and
 `/api/v1/attribute` carry them in `notes` (result.py). Of a list of runs: a window no bill
 reaches, or one reaching past the bill's end (`spendlake runs` on stderr, `/api/v1/runs` in `notes`)."""
@@ -20,7 +19,6 @@ from service.attribution.job_rules import idle_job_rules
 from service.attribution.node_sharing import shared_nodes
 from service.attribution.query import AttributionQuery, Naming, cli_option
 from service.attribution.result import AttributionResult
-from service.attribution.unsized_instances import unsized_types
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import billed_orphans, billing_periods, empty_lake_line, months_touched, periods_text
@@ -50,12 +48,10 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
         other = "effective" if query.cost == "billed" else "billed"
         notes.append(f"{', '.join(lacking)} delivered no {query.cost} cost, only {other} cost: counted as 0 here; "
                      f"{typed(naming, 'cost', other)} counts it")
-    attribution = config if isinstance(config, AttributionConfig) else config.attribution
     rules = result.idle_rules if result.idle_rules is not None else idle_job_rules(
-        lake, attribution, result.window, query.by, snapshot=result.read_in)  # not checked with the answer (attribute_query's job_rules)
+        lake, config if isinstance(config, AttributionConfig) else config.attribution, result.window, query.by,
+        snapshot=result.read_in)  # not checked with the answer (attribute_query's job_rules)
     warnings = [rule.text() for rule in rules if not rule.ever]
-    warnings += [unsized.text() for unsized in unsized_types(lake, attribution.clusters, result.window, query.cost,
-                                                             result.read_in)]
     if result.overbooked:
         warnings.append(f"{result.overbooked} instance-hour(s) in the window were over-booked: their jobs held more "
                         "GPU-seconds than the instances have, so those hours were shared in proportion (no idle, no "

@@ -102,8 +102,7 @@ def _why_no_run(result) -> str:
 @click.pass_obj
 def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
-    from service.attribution import (RunsQuery, no_bill_note, runs, runs_outside_the_data, runs_past_the_data,
-                                     unsized_types)
+    from service.attribution import RunsQuery, no_bill_note, runs, runs_outside_the_data, runs_past_the_data
     from service.core.coverage import data_end
 
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
@@ -114,8 +113,6 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         click.echo(f"note: {NO_CLUSTERS}", err=True)
         return
     idle_rules(result.idle_rules)
-    for unsized in unsized_types(obj.lake, obj.config.attribution.clusters, result.window, cost, result.read_in):
-        click.echo(one_line(f"warning: {unsized.text()}"), err=True)
     if note := no_bill_note(obj.lake, result, obj.config.lake):
         click.echo(note, err=True)
     fmt = fmt or default_format()
