@@ -273,6 +273,32 @@ def test_43_a_commit_that_died_after_placing_its_files_is_settled_by_the_next_in
     assert lake.ledger_state().pending == () and total(lake, config) == TOTALS["b"]
 
 
+def test_43_status_and_the_bills_tell_the_file_a_commit_that_died_placed(tmp_path, monkeypatch):
+    """An ingest killed after placing a period's new file and before recording its entry: every
+    answer goes by the entry that describes the file in place (the pending one), `status` and the
+    report's bills as the lines do, until the next ingest records it (break54's F2: status said the
+    old bill, check ok, while attribute and the same report's invoices said the new one)."""
+    from service.ingest.billing import ingest
+    from service.ingest.status import status
+    from service.report.sections.bills import bills_section
+
+    export, base = focus_setup(tmp_path)
+    config = parse_config({**base, "attribution": ATTRIBUTIONS[0]})
+    assert not ingest(config).failed
+    monkeypatch.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
+    swap(export, bill(*BILLS["b"], NOW))
+    with pytest.raises(KeyboardInterrupt):
+        ingest(config)
+    monkeypatch.undo()
+    lake = Lake.of(config)
+    assert lake.ledger_state().pending and total(lake, config) == TOTALS["b"]
+    rows = status(lake)
+    assert {row["check"] for row in rows} == {"ok"}
+    assert sum(Decimal(row["billed_cost"]) for row in rows) == TOTALS["b"]
+    [bills] = [t for t in bills_section(lake, NOW.date(), frozenset(), {}).tables if t.key == "bills"]
+    assert sum(Decimal(row["billed_cost"]) for row in bills.rows) == TOTALS["b"] - Decimal(BILLS["b"][1])
+
+
 def jumped_clock(hours: float) -> type[datetime]:
     """`datetime` whose now() is `hours` away from the real one (an NTP step, a VM resumed)."""
     moment = datetime.now(timezone.utc) + timedelta(hours=hours)

@@ -47,7 +47,7 @@ from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, with_replaced
 from service.core.ledger_file import ledger_json, ledger_stamp, read_ledger_state
-from service.core.snapshot import Snapshot, stable_checks, take_snapshot
+from service.core.snapshot import Snapshot, described_entries, stable_checks, take_snapshot
 from service.core.snapshot_ledger import recorded
 from service.core.state_files import parse_state, problems_kept
 from service.core.schema import COST_COLUMN_NAMES, INVENTORY_TABLES
@@ -252,7 +252,8 @@ class Lake:
     # ---- the ledger -------------------------------------------------------------------
 
     def ledger(self) -> list[LedgerEntry]:
-        return list(self.ledger_state().entries)
+        """Each period's entry that describes its file in place (snapshot.described_entries)."""
+        return described_entries(self, self.ledger_state())
 
     def ledger_state(self) -> LedgerState:
         """Committed and pending entries, with the stamp of the file they were read from."""
