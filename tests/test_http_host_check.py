@@ -60,6 +60,15 @@ def test_with_a_token_any_host_gets_the_token_check(tmp_path, api_server):
     assert asked(port, "/api/v1/status", "spendlake.example", TOKEN)[0] == 200
 
 
+def test_with_a_token_the_routes_it_does_not_guard_still_check_the_host(tmp_path, api_server):
+    """/metrics open beside a token (metrics_auth: open, the default) serves spend by team and
+    project: a rebinding page must not read it because a token guards /api (review54 item 1)."""
+    port = api_server(Api(make_config(tmp_path), CollectorRegistry(), token=TOKEN))
+    assert asked(port, "/metrics", "attacker.example")[0] == 421
+    assert asked(port, "/healthz", "attacker.example")[0] == 421
+    assert asked(port, "/healthz", "127.0.0.1")[0] == 200
+
+
 @pytest.mark.parametrize("name", ["spendlake:9464", "http://spendlake", "spend lake", "spendlake/"])
 def test_an_allowed_host_that_is_no_host_name_is_exit_2_naming_it(tmp_path, name):
     path = write_config(tmp_path, {"lake": str(tmp_path / "lake"), "service": {"allowed_hosts": ["ok", name]}})

@@ -129,7 +129,8 @@ class ServiceConfig(Strict):
     metrics_auth: Literal["open", "token"] = Field(
         default="open", description="`token`: /metrics needs api_token as /api does (Prometheus: authorization)")
     allowed_hosts: tuple[str, ...] = Field(default=(), max_length=100, description=(
-        "host names a request's Host may name while no api_token is set, besides localhost, IP addresses and "
+        "host names a request's Host may name where no api_token guards the route (all of them without a token; "
+        "/metrics with metrics_auth: open, /healthz, /readyz with one), besides localhost, IP addresses and "
         "the listen host (e.g. the Compose service name Prometheus scrapes)"))
 
     @field_validator("listen")

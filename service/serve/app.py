@@ -132,9 +132,10 @@ class Api:
         return self.routes.get(path.rstrip("/") or "/")
 
     def handle(self, path: str, query: Query, authorization: str | None, host: str | None = None) -> Response:
-        if not self.token and not self.hosts.allows(host):  # a token is what a rebinding page lacks
-            return self.hosts.refusal(host)
         route = self.route(path)
+        # a token is what a rebinding page lacks, on the routes it guards: /metrics open beside a token is not
+        if not (self.token and route is not None and route.protected) and not self.hosts.allows(host):
+            return self.hosts.refusal(host)
         if route is None:
             return error_response(404, f"no such endpoint {path!r}",
                                   hint="see " + ", ".join(sorted([*self.routes, "/reports/"])))
