@@ -35,12 +35,12 @@ STALE_EXPORT = ("a stale copy of {original} (an older {period} delivery: its man
 PARTS_AT_ONCE = 2  # CSV.gz parts read together: one thread each, ~30 MB of buffers each
 
 
-def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], display: dict[str, str],
-               at_once: int = PARTS_AT_ONCE) -> list[tuple[duckdb.DuckDBPyRelation, dict[str, str]]]:
+def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
+               display: dict[str, str]) -> list[tuple[duckdb.DuckDBPyRelation, dict[str, str]]]:
     """The delivery's parts (all CSV/CSV.gz, or all Parquet) as relations, each with the
     original header name of every column DuckDB renamed.
 
-    CSV parts are read `at_once` at a time, consecutive parts with the same header as one
+    CSV parts are read PARTS_AT_ONCE at a time, consecutive parts with the same header as one
     relation: a CSV.gz file is decompressed by one thread, so one part at a time leaves a
     core idle, while a read of every part (worse, `union_by_name`, which sniffs every part
     at once) holds a ~30 MB buffer per CSV.gz part, so 20 parts exhaust the writer's
@@ -62,7 +62,7 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], display: d
         if kinds == {"parquet"}:
             return [(con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {})]
         parts = []
-        for group, header in _csv_groups(names, display, at_once):
+        for group, header in _csv_groups(names, display):
             where = ", ".join(display.get(name, name) for name in group)
             relation, headers = read_csv(con, group, where, filename=True, header=header)
             check_required(AwsColumns(relation, headers), where)  # a missing or repeated column names its file
@@ -86,12 +86,12 @@ def _fails_alone(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> str | 
     return None
 
 
-def _csv_groups(names: Sequence[str], display: dict[str, str], at_once: int) -> list[tuple[list[str], list[str]]]:
-    """Consecutive CSV parts with the same header, at most `at_once` in a group."""
+def _csv_groups(names: Sequence[str], display: dict[str, str]) -> list[tuple[list[str], list[str]]]:
+    """Consecutive CSV parts with the same header, at most PARTS_AT_ONCE in a group."""
     groups: list[tuple[list[str], list[str]]] = []
     for name in names:
         header = csv_header(name, display.get(name, name))
-        if groups and groups[-1][1] == header and len(groups[-1][0]) < at_once:
+        if groups and groups[-1][1] == header and len(groups[-1][0]) < PARTS_AT_ONCE:
             groups[-1][0].append(name)
         else:
             groups.append(([name], header))

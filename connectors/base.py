@@ -165,7 +165,7 @@ class StoredExport(CostConnector):
     kind: ClassVar[str]
     config_model: ClassVar[type[SourceConfig]] = SourceConfig
     feeds: ClassVar[Feeds] = COSTS
-    parts_are_files: ClassVar[bool] = True  # (CostConnector) one relation per file; AWS's CSV parts: False
+    parts_are_files: ClassVar[bool] = True  # (CostConnector) one relation per file
     # The file types the kind reads; other files its listing gives are told as skipped.
     suffixes: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
 

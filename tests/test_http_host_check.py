@@ -36,11 +36,13 @@ def test_a_host_the_service_does_not_go_by_is_421_naming_the_setting(tmp_path, a
 
 
 @pytest.mark.parametrize("host", ["localhost:{port}", "LOCALHOST.:{port}", "127.0.0.1:{port}", "[::1]:{port}",
-                                  "10.1.2.3:9464", "spendlake:9464", "spendlake.monitoring.example", "", None])
+                                  "10.1.2.3:9464", "spendlake:9464", "spendlake.monitoring.example", "spend_lake:9464",
+                                  "", None])
 def test_localhost_an_address_an_allowed_name_or_no_host_is_answered(tmp_path, api_server, host):
     """A Kubernetes probe or scrape names the pod's IP, a Compose scrape the service's name (allowed
-    here, as deploy/spendlake.yaml does); a client without Host is no browser."""
-    config = make_config(tmp_path, allowed_hosts=["spendlake", "spendlake.monitoring.example"])
+    here, as deploy/spendlake.yaml does; Compose allows `_` in one: review54 item 10); a client without Host
+    is no browser."""
+    config = make_config(tmp_path, allowed_hosts=["spendlake", "spendlake.monitoring.example", "spend_lake"])
     port = api_server(Api(config, CollectorRegistry()))
     head = "" if host is None else f"Host: {host.format(port=port)}\r\n"
     status, _, body = raw(port, f"GET /api/v1/status HTTP/1.1\r\n{head}\r\n".encode())

@@ -30,8 +30,10 @@ from service.core.validation import plain_errors
 DEFAULT_LAKE = "./spendlake-data/lake"
 
 KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
-# a DNS name: dot-separated labels of letters, digits and inner hyphens (a trailing dot allowed)
-HOST_NAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+# a host name: dot-separated labels of letters, digits and inner hyphens or underscores (Compose and Docker
+# service names such as `spend_lake` resolve inside their network and come as Host), a trailing dot allowed
+HOST_LABEL = r"[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = re.compile(rf"(?=.{{1,253}}\.?$){HOST_LABEL}(\.{HOST_LABEL})*\.?")
 MAX_BILLING_DEADLINE = 24 * 3600.0  # seconds: deadline_seconds of a billing source at most
 
 
