@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import date
 
 import pytest
@@ -33,6 +34,30 @@ def test_the_daily_report_on_a_full_disk_names_report_out_and_says_the_service_t
     with pytest.raises(ResourceError) as refused:
         write_daily_report(config, date(2026, 11, 29))
     assert refused.value.hint.startswith("free space on the report.out folder's file system")
+
+
+def test_a_daily_report_the_lake_keeps_changing_under_says_the_service_tries_again_not_run_the_command(
+        tmp_path, monkeypatch):
+    """Ingests committing under each of the report's gathers: serve's log said 'run `spendlake report` again
+    once the ingests running now have finished', a command the operator of a service need not run."""
+    from service.core.errors import DataError
+    from service.report import write
+
+    config = make_config(tmp_path)
+    lake = Lake.of(config)
+    commit(lake, "cur", ROWS)
+    deliveries = itertools.count()
+
+    def committing(config, lake, day):  # an ingest commits while each gather reads
+        commit(lake, "cur", ROWS, delivery_id=f"d{next(deliveries)}")
+
+    monkeypatch.setattr(write, "gather", committing)
+    with pytest.raises(DataError, match="changed under the report 3 times") as failed:
+        write_daily_report(config, date(2026, 11, 29))
+    assert failed.value.hint == SERVICE_AGAIN
+    with pytest.raises(DataError) as failed:  # the command's own words stay
+        write.write_report(config, date(2026, 11, 29))
+    assert failed.value.hint.startswith("run `spendlake report` again")
 
 
 def test_a_sighup_while_the_config_file_is_gone_says_so_and_keeps_the_running_config(tmp_path):

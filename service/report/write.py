@@ -72,7 +72,7 @@ def write_report(config: Config, day: date, out: str | None = None, *, again: st
     target = out or default_out(config)
     named = folder_named(config, out, serving=again is not None)
     check_outside_lake(config, target, "reports", where=named)
-    files = render_files(gather_consistently(config, Lake.of(config), day))
+    files = render_files(gather_consistently(config, Lake.of(config), day, again=again))
     if target.startswith("s3://"):
         location = upload_report(files, target, day, config.report)
     else:
@@ -89,9 +89,10 @@ def folder_named(config: Config, out: str | None, *, serving: bool) -> str:
     return "report.out" + ("" if config.report.out else " (not set: the default)")
 
 
-def gather_consistently(config: Config, lake: Lake, day: date) -> Report:
+def gather_consistently(config: Config, lake: Lake, day: date, *, again: str | None = None) -> Report:
     """`gather`, again when an ingest committed while it read: each section reads the lake on
-    its own, and a report whose sections saw two states would not tie out to one bill."""
+    its own, and a report whose sections saw two states would not tie out to one bill. Giving up
+    says what happens next: the service's `again` (its next try), a command is run again."""
     for _ in range(GATHER_ATTEMPTS):
         stamp = lake.ledger_stamp()
         report = gather(config, lake, day)
@@ -99,7 +100,7 @@ def gather_consistently(config: Config, lake: Lake, day: date) -> Report:
             return report
         log.info("an ingest committed while the report was gathered: gathering again")
     raise DataError(f"the lake changed under the report {GATHER_ATTEMPTS} times", where=str(lake.root),
-                    hint="run `spendlake report` again once the ingests running now have finished")
+                    hint=again or "run `spendlake report` again once the ingests running now have finished")
 
 
 def upload_report(files: dict[str, bytes], url: str, day: date, settings: ReportConfig) -> str:
