@@ -24,6 +24,7 @@ from service.core.lake import Lake
 from service.serve.metrics import JobMetrics
 from service.serve.scheduler import RETRY_JOB, ServiceScheduler, Tasks, latest_fire_date, record_daily_run
 from service.serve.service import default_tasks
+from service.serve.undone_reports import note_undone
 
 SIX = daytime(6, 0)
 
@@ -251,7 +252,7 @@ def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     harness.scheduler.tasks = Tasks(ingest=lambda: None, rules=None, daily=lambda day: 1 / 0)
     harness.scheduler.run_daily()
     assert harness.value("spendlake_job_failures_total", "daily") == 1
-    assert lake.read_state("jobs") == {}
+    assert lake.read_state("jobs") == {"daily_undone": ["2026-11-30"]}  # kept to be written again, not done
     assert harness.scheduler.daily_due(utc(2026, 11, 30, 7))
 
 
@@ -522,3 +523,60 @@ def test_a_start_stores_the_rollups_its_config_lacks_before_the_first_ingest_rea
     harness.scheduler.shutdown()
     assert at_ingest[0] == (1, True)  # stored before the first ingest began
     assert len(builds) == 1  # once per start, not before every ingest
+
+
+def test_an_outage_of_days_has_each_days_report_written_again_oldest_first_once_a_later_one_is(tmp_path, caplog):
+    """A billing source failing from the 30th to the 2nd failed the runs of the 1st, 2nd and 3rd (each report lacking
+    its bill); each run's retries ended at the next fire, so once the source ingested again on the 4th only the 3rd's
+    report was written whole, the 30th, 1st and 2nd never again. They are kept in the lake (a restart each day here)
+    and written again, oldest first, after the 4th's run writes its report; one more than a week old is not."""
+    lake = Lake(tmp_path / "lake")
+    failing, reported = [True], []
+
+    def report(day):
+        reported.append(day)
+        if failing[0]:
+            raise SourceError("the report lacks the bill of cur (its ingest is failing)")
+
+    record_daily_run(lake, date(2026, 11, 30))
+    note_undone(lake, date(2026, 11, 20))  # an outage's day too old to write again
+    for run_day in (1, 2, 3, 4):
+        failing[0] = run_day < 4
+        registry = CollectorRegistry()
+        scheduler = reporting_scheduler(lake, registry, report, utc(2026, 12, run_day, 7))
+        scheduler.run_daily()
+    assert reported == [date(2026, 11, 30), date(2026, 12, 1), date(2026, 12, 2),  # the outage's runs
+                        date(2026, 12, 3), date(2026, 11, 30), date(2026, 12, 1), date(2026, 12, 2)]
+    assert lake.read_state("jobs")["daily_undone"] == []
+    # this process's (the 4th's): four reports written, none failed
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 0
+    assert "the reports of 2026-11-19 were not written whole and are more than 7 days old" in caplog.text
+    scheduler.run_daily()  # the 4th again (a restart): done, nothing written again
+    assert len(reported) == 7
+
+
+def reporting_scheduler(lake: Lake, registry: CollectorRegistry, report, now: datetime) -> ServiceScheduler:
+    """A scheduler not started (its fires are run by the test) whose daily task is `report`, at `now`."""
+    scheduler = ServiceScheduler(lake, JobMetrics(registry, ["ingest", "daily"]),
+                                 Tasks(ingest=lambda: None, rules=None, daily=report),
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: now)
+    scheduler.first_ingest.set()
+    return scheduler
+
+
+def test_a_report_written_again_that_fails_stays_kept_for_the_next_run(tmp_path):
+    """The run of the 1st was not done; the 2nd's writes its report, then the 1st's again, which fails: counted, kept."""
+    lake = Lake(tmp_path / "lake")
+    reported = []
+
+    def report(day):
+        reported.append(day)
+        if day == date(2026, 11, 30):
+            raise OSError("No space left on device")
+
+    note_undone(lake, date(2026, 12, 1))
+    registry = CollectorRegistry()
+    reporting_scheduler(lake, registry, report, utc(2026, 12, 2, 7)).run_daily()
+    assert reported == [date(2026, 12, 1), date(2026, 11, 30)]
+    assert lake.read_state("jobs")["daily_undone"] == ["2026-12-01"]
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 1

@@ -17,7 +17,9 @@
   `daily_retry`, doubling up to DAILY_RETRY_MAX, rather than waiting for the next day's fire
   (finance waited a day for a report a full disk or a busy lake had stopped for minutes), and at
   once after an ingest that succeeds (a report lacking a failing source's bill: daily.py), until
-  the next fire's date comes: that fire's run (verify, then its report) takes over.
+  the next fire's date comes: that fire's run (verify, then its report) takes over. The runs that
+  failed are kept, and once a later run's report is written each is written again, oldest first,
+  within the last week (an outage of days has each day's report, not only the last: undone_reports.py).
 - APScheduler plans each next run from the previous one on the wall clock, so a clock set back
   (NTP setting right one that ran weeks ahead) held every job until it caught up: a job planned
   further ahead than its trigger can plan is run at once, which plans it again from there.
@@ -45,6 +47,7 @@ from service.core.lake import Lake
 from service.core.units import iso_seconds, utc_iso_seconds, utc_now_iso
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics
+from service.serve.undone_reports import MAKE_UP_DAYS, STATE, mark_done, note_undone, undone_before
 
 log = logging.getLogger(__name__)
 DETAIL = logging.getLogger("service.ingest")  # not the service's events: shown with -v
@@ -54,7 +57,6 @@ class ToldFailure(SourceError):
     """A job failing only as its last run did, each cause told then (a period held back by a copy
     rewritten beside its original, until the copy goes): counted as a failure, logged as detail."""
 
-STATE = "jobs"
 DAILY_RETRY_MAX = timedelta(hours=1)
 RETRY_JOB = "daily-retry"  # APScheduler's id of a report's retry; its metrics count under `daily`
 CLOCK_CHECK = timedelta(minutes=1)  # how often the jobs' plan is checked against the wall clock
@@ -242,16 +244,50 @@ class ServiceScheduler:
             if run_date is None or self._stopping(f"the daily run of {run_date}"):
                 return
             if retry_of not in (None, run_date):  # a report lacking a bill for good was tried hourly for weeks
-                log.info("the daily run of %s is no longer tried: the run of %s takes over", retry_of, run_date)
+                log.info("the daily run of %s is no longer tried: the run of %s takes over (and writes its report "
+                         "again once its own is written)", retry_of, run_date)
                 return
             if retry_of is None and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
                 if self._stopping(f"the report of {run_date - timedelta(days=1)}"):
                     return
             if not self.instrumented("daily", lambda: self._daily(run_date)):
+                self._keep_undone(run_date)
                 self.retry_daily(run_date)
                 return
             self._retry_delay = self.daily_retry
+            self._make_up(run_date)
+
+    def _keep_undone(self, run_date: date) -> None:
+        """The failed run kept to be written again after a later run's report (undone_reports.py); a
+        state the disk has no room for loses only that."""
+        try:
+            note_undone(self.lake, run_date)
+        except (SpendlakeError, OSError) as exc:
+            log.warning("the daily run of %s is not kept to be made up: %s", run_date, exc)
+
+    def _make_up(self, run_date: date) -> None:
+        """Once `run_date`'s report is written (its bills are in), the reports of the earlier runs not
+        done, oldest first, each counted under `daily`; one failing stays kept for the next run."""
+        try:
+            undone, dropped = undone_before(self.lake, run_date)
+        except (SpendlakeError, OSError) as exc:
+            log.warning("the earlier daily runs not done are not made up now: %s", exc)
+            return
+        if dropped:
+            log.warning("the reports of %s were not written whole and are more than %d days old: not written "
+                        "again (`spendlake report --date DAY` writes one)",
+                        ", ".join(str(day - timedelta(days=1)) for day in dropped), MAKE_UP_DAYS)
+        for undone_date in undone:
+            day = undone_date - timedelta(days=1)
+            if self._stopping(f"the report of {day}, written again"):
+                return
+            log.info("writing the report of %s again: its daily run (due %s) was not done", day, undone_date)
+            self.instrumented("daily", lambda: self._made_up(undone_date))
+
+    def _made_up(self, run_date: date) -> None:
+        self.tasks.daily(run_date - timedelta(days=1))
+        mark_done(self.lake, run_date)
 
     def _stopping(self, step: str) -> bool:
         """True once a stop (SIGTERM, a SIGHUP's reload) is asked: only the running step is waited
