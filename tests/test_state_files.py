@@ -59,18 +59,20 @@ def test_a_state_file_of_the_wrong_shape_is_named_with_its_key(ingested, state, 
         assert "delete it to start afresh" in result.output
 
 
-def test_a_daily_run_date_edited_to_other_words_is_named_not_a_traceback_at_serve_start(ingested):
+@pytest.mark.parametrize("state, said", [({"daily": {"last_run_date": "yesterday"}}, "daily.last_run_date"),
+                                         ({"daily_undone": ["last week"]}, "daily_undone[0]")])
+def test_a_daily_run_date_edited_to_other_words_is_named_not_a_traceback_at_serve_start(ingested, state, said):
     """`spendlake serve` asks the scheduler's state whether the day's report is due: 'yesterday'
     was a ValueError traceback from date.fromisoformat as the service started."""
     config, folder = ingested
-    (folder / "jobs.json").write_text(json.dumps({"daily": {"last_run_date": "yesterday"}}))
+    (folder / "jobs.json").write_text(json.dumps(state))
     scheduler = ServiceScheduler(Lake(folder.parent), JobMetrics(CollectorRegistry(), ()),
                                  Tasks(ingest=lambda: None, rules=None, daily=lambda day: None),
                                  ingest_every=timedelta(hours=1), daily_at=time(6))
     with pytest.raises(DataError) as failed:
         scheduler.daily_due(datetime(2026, 11, 30, 7, tzinfo=timezone.utc))
     assert failed.value.where == str(folder / "jobs.json") and failed.value.exit_code == 3
-    assert "state file is unreadable: daily.last_run_date: must be a date such as 2026-11-30" in failed.value.message
+    assert f"state file is unreadable: {said}: must be a date such as 2026-11-30" in failed.value.message
 
 
 def test_a_file_periods_cache_of_the_wrong_shape_is_read_as_empty_and_written_anew(ingested):

@@ -126,6 +126,8 @@ class DailyRun(Open):  # service/serve/scheduler.py
 
 class Jobs(Open):
     daily: DailyRun | None = None
+    # the daily runs whose report is written again after a later run's (service/serve/undone_reports.py)
+    daily_undone: list[Annotated[StrictStr, AfterValidator(_iso_date)]] = []
     last_success: dict[str, UtcText] = {}  # job -> when it last succeeded: the gauge read back after a restart
     tops_owner: StrictStr | None = None  # whose metric tops the service stored last (service/serve/service.py)
     tops_format: StrictStr | None = None  # their form (TOPS_FORMAT): another version's are not shown (served_before)
