@@ -317,3 +317,21 @@ def test_a_folded_familys_ranked_values_keep_their_labels_and_only_the_rest_says
         ({"team": "other", "window": "7d"}, 1.5), ({"team": "other", "window": "7d", "folded": "true"}, 2.0)]
     with pytest.raises(ValueError):
         add_folded(family, ("nlp", "extra", ""), 1, "7d")
+
+
+def test_a_budget_on_an_empty_lake_exports_no_ratios_but_its_no_data_gauge(tmp_path):
+    """An empty lake's budget read spendlake_budget_used_ratio 0 (nothing spent), where /api/v1/budgets
+    says `no data`: its ratios are left out and spendlake_budget_no_data says 1; once usage of the month is in, 0."""
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}).budgets})
+    labels = {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"}
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    assert registry.get_sample_value("spendlake_budget_used_ratio", labels) is None
+    assert registry.get_sample_value("spendlake_budget_forecast_ratio", labels) is None
+    assert registry.get_sample_value("spendlake_budget_no_data", labels) == 1
+    assert_promtool_passes(generate_latest(registry))
+    commit(Lake(config.lake), "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp"})])
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    assert registry.get_sample_value("spendlake_budget_used_ratio", labels) == pytest.approx(4 / 20)
+    assert registry.get_sample_value("spendlake_budget_no_data", labels) == 0

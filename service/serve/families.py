@@ -219,7 +219,8 @@ def anomaly_family(config: Config, found) -> GaugeMetricFamily:
 def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     """Each configured budget's month-to-date and forecast spend as a share of its amount, as
     of the data's end, and whether its value is on no cost line (its ratios 0 count nothing, a
-    typo, not no spend: bounded by the config, one series per budget)."""
+    typo, not no spend: bounded by the config, one series per budget); a budget whose month the
+    lake holds no usage of has no ratios, its `no data` (/api/v1/budgets) said by its own gauge."""
     labels = ["budget", "dimension", "value"]
     used = GaugeMetricFamily("spendlake_budget_used_ratio", "Month-to-date spend over the budget's amount.",
                              labels=labels)
@@ -228,13 +229,18 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     unmatched = GaugeMetricFamily("spendlake_budget_unmatched", "1 when no cost line of the lake carries the "
                                   "budget's value and a known value nearly spells it (a likely typo: its ratios "
                                   "count nothing), else 0 (a value with no spend yet is 0).", labels=labels)
+    no_data = GaugeMetricFamily("spendlake_budget_no_data", "1 when the lake holds no usage of the month the budget "
+                                "judges (an empty lake, a month whose export is not in yet): its ratios are not "
+                                "exported, where a 0 read as nothing spent; else 0.", labels=labels)
     for status in budget_status(lake, config, metrics_anchor(lake, now)):
         budget = status.budget
         key = [budget.name, budget.dimension, budget.value]
-        used.add_metric(key, float(status.used_ratio))
-        forecast.add_metric(key, float(status.forecast_ratio))
+        no_data.add_metric(key, 1 if status.no_data else 0)
+        if not status.no_data:
+            used.add_metric(key, float(status.used_ratio))
+            forecast.add_metric(key, float(status.forecast_ratio))
         unmatched.add_metric(key, 1 if status.unmatched_warning else 0)
-    return [used, forecast, unmatched]
+    return [used, forecast, unmatched, no_data]
 
 
 def teams_of(found: list, config: Config) -> list[str]:
