@@ -122,6 +122,7 @@ def test_budgets_on_a_lake_without_usage_read_no_data_and_say_so(tmp_path):
     empty = budgets_as_of(lake, config, utc(2026, 11, 30, 7))
     assert [s.status for s in empty.statuses] == ["no data"]
     assert empty.to_json()["notes"][0].startswith("the lake holds no usage for 2026-11: every budget reads `no data`")
+    assert empty.to_json()["notes"][0].endswith("run `spendlake ingest`")  # the 30th: no export is that late
     commit(lake, "cur", ROWS)
     read = budgets_as_of(lake, config, utc(2026, 11, 30, 7))
     assert [s.status for s in read.statuses] == ["ok"] and not read.said
@@ -135,6 +136,9 @@ def test_the_reports_budgets_of_a_month_past_the_data_read_no_data(tmp_path):
     section = budgets_section(config, Lake.of(config), date(2026, 12, 1))  # December: no usage of it yet
     assert [row["status"] for row in section.tables[0].rows] == ["no data"]
     assert section.note.startswith("The lake holds no usage for 2026-12")
+    # the 1st: the export's December may only be late, where it said to run the ingest alone
+    assert "run `spendlake ingest`, or wait for the export: early in a month its usage can come a day or more late" \
+        in section.note
     november = budgets_section(config, Lake.of(config), DAY)
     assert [row["status"] for row in november.tables[0].rows] == ["ok"] and november.note is None
 
@@ -174,3 +178,22 @@ def test_a_config_without_billing_sources_has_its_report_written_as_before(tmp_p
     assert not (tmp_path / "reports").exists()
     assert write_daily_report(config, DAY).day == DAY
     assert (tmp_path / "reports" / DAY.isoformat() / "report.html").is_file()
+
+
+def test_budgets_early_in_a_month_without_its_usage_say_the_export_may_be_late_and_an_empty_lake_no_data(tmp_path):
+    """On the 2nd, no usage of December in the lake said `no data ...; run `spendlake ingest``, where the
+    export's usage may only be late (a month's first delivery can hold its fees alone); and `spendlake
+    budgets` titled the empty lake 'data through <now>'."""
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    config = two_source_config(tmp_path, **BUDGETS)
+    early = budgets_as_of(Lake.of(config), config, utc(2026, 12, 2, 7))
+    assert early.to_json()["notes"][0].endswith("run `spendlake ingest`, or wait for the export: early in a month "
+                                                "its usage can come a day or more late")
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"lake": str(config.lake), **BUDGETS}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "table"])
+    assert result.exit_code == 0, result.output
+    assert "no data in the lake as of" in result.output and "data through" not in result.output

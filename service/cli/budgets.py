@@ -39,7 +39,8 @@ def budgets_command(obj, fmt: str | None) -> None:
     columns += ADDED
     if fmt == "table":  # money with thousands separators, as every other table shows it
         rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}} for row in rows]
-    emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, data through {iso_utc(as_of)}",
+    through = f"data through {iso_utc(as_of)}" if found.has_data else f"no data in the lake as of {iso_utc(as_of)}"
+    emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, {through}",
          right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
          whole=("amount", "actual", "forecast"), late=("status",))  # exceeded, forecast to exceed: what it comes to
     for kind, text in found.said:  # a value is the config's text: on one line

@@ -253,12 +253,15 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
     return statuses
 
 
-def no_data_note(statuses: Sequence[BudgetStatus]) -> str | None:
-    """One sentence when the month the budgets judge holds no usage: their 0 is no data, not no spend."""
+def no_data_note(statuses: Sequence[BudgetStatus], at: datetime) -> str | None:
+    """One sentence when the month the budgets judge at `at` holds no usage: their 0 is no data, not no
+    spend. Early in a month the export may only be late (a month's first delivery can hold its fees and
+    no usage for a day or more), where running the ingest alone was said."""
     if not statuses or not statuses[0].no_data:  # one month, one lake: all or none
         return None
+    late = ", or wait for the export: early in a month its usage can come a day or more late"
     return (f"the lake holds no usage for {statuses[0].month}: every budget reads `no data` (its 0 is data not in "
-            "yet, not no spend); run `spendlake ingest`")
+            f"yet, not no spend); run `spendlake ingest`{late if early_in_month(at) else ''}")
 
 
 def _lacking_in_scope(lake: Lake, config: Config, read: Window,
@@ -294,11 +297,12 @@ class BudgetsAsOf:
 
     as_of: datetime  # UTC
     statuses: list[BudgetStatus]
+    has_data: bool = True  # False: the lake holds no usage, `as_of` is the clock's (not where data ends)
 
     @property
     def said(self) -> list[tuple[str, str]]:
         """(`warning` or `note`, sentence), budget by budget, as the command says them on stderr."""
-        said = [("note", note)] if (note := no_data_note(self.statuses)) else []
+        said = [("note", note)] if (note := no_data_note(self.statuses, self.as_of)) else []
         for status in self.statuses:
             said += [("warning", text) for text in (status.unmatched_warning, status.warning) if text]
             said += [("note", text) for text in (status.no_spend_note, status.lacking_note, status.left_out_note)
@@ -314,5 +318,6 @@ class BudgetsAsOf:
 
 def budgets_as_of(lake: Lake, config: Config, now: datetime | None = None) -> BudgetsAsOf:
     """Every budget as of the data's end (as the rules and metrics see them), else `now` (the clock)."""
-    as_of = data_end(lake) or now or utc_now()
-    return BudgetsAsOf(as_of, budget_status(lake, config, as_of))
+    end = data_end(lake)
+    as_of = end or now or utc_now()
+    return BudgetsAsOf(as_of, budget_status(lake, config, as_of), has_data=end is not None)

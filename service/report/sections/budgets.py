@@ -68,7 +68,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         series[f"line {line * 100:.0f}%"] = [line * 100 if line in s.budget.lines else None for s in statuses]
     chart = Chart("budget", "Budgets: % used (bar), month-end forecast (outline, band) and warning lines",
                   names, series, "%")
-    said = [no_data_note(statuses)] + [note for status in statuses for note in (
+    said = [no_data_note(statuses, until)] + [note for status in statuses for note in (
         status.unmatched_warning, status.no_spend_note, status.lacking_note, status.left_out_note)]
     notes = [f"{note[0].upper()}{note[1:]}." for note in said if note]
     return Section("budgets", "Budgets", tables=[table], charts=[chart], note=" ".join(notes) or None)
