@@ -183,6 +183,28 @@ def test_a_lake_folder_gone_under_the_service_keeps_the_findings_last_read_marke
     assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "findings"}) == 0
 
 
+def test_a_lake_folder_gone_between_a_scrape_and_the_services_store_of_the_budgets_is_logged_not_raised(
+        tmp_path, caplog):
+    """A scrape read the budgets anew, then the lake folder was moved before the service's loop stored them: the
+    state write's DataError (the pinned folder is gone) escaped keep_last_good, which catches a full disk only,
+    and ended `spendlake serve` with a traceback, where the scrapes would have kept the budgets' last values."""
+    from service.core.pinned_root import pin_root
+
+    config, lake, used = nlp_over_budget(tmp_path)
+    pin_root(lake.root)  # as the service does at start
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    registry = scrape(collector)
+    assert registry.get_sample_value(*used) == 1.2
+    lake.root.rename(tmp_path / "lake.moved")
+    collector.keep_last_good(wait=True)  # the loop's store, as a stop makes it
+    assert "cannot store the last good budgets" in caplog.text and "the lake folder is gone" in caplog.text
+    assert registry.get_sample_value(*used) == 1.2  # the scrape keeps them, marked
+    (tmp_path / "lake.moved").rename(lake.root)
+    assert registry.get_sample_value("spendlake_lake_readable") == 1  # read anew once the folder is back
+    collector.keep_last_good(wait=True)  # and stored
+    assert (lake.root / "_state" / "metrics_last_good.json").exists()
+
+
 NLP_BUDGET = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
 
 

@@ -65,7 +65,8 @@ class StoredFamilies:
             state = {}
         try:
             self.lake.write_state(STATE, {**state, group: {"owner": self.owner, **record}})
-        except OSError as exc:  # a full disk: the scrape still answers; a restart shows no stored ones
+        # a full disk, the lake folder gone (pinned_root): the scrape still answers; a restart shows no stored ones
+        except (OSError, DataError) as exc:
             log.warning("metrics: cannot store the last good %s: %s", group, exc)
             return
         self._written[group] = record
