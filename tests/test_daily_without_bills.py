@@ -8,6 +8,7 @@ import json
 import logging
 from datetime import date, datetime, timedelta, timezone
 
+import pytest
 from prometheus_client import CollectorRegistry
 from servicekit import commit
 
@@ -197,3 +198,42 @@ def test_budgets_early_in_a_month_without_its_usage_say_the_export_may_be_late_a
     result = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "table"])
     assert result.exit_code == 0, result.output
     assert "no data in the lake as of" in result.output and "data through" not in result.output
+
+
+@pytest.mark.slow  # seven reports written (~1 min on a loaded machine); test_service_scheduler's outage test is quick
+def test_an_outage_of_days_has_each_days_report_written_again_with_the_bill_once_the_source_ingests(tmp_path):
+    """gcp's ingests failing from the 28th: the runs of the 29th, 30th and 1st wrote the reports of the 28th, 29th
+    and 30th without its bill, each tried until the next fire; once gcp ingested, the 2nd's run wrote the 1st's
+    report whole and the others stayed without gcp for good. They are written again, with its bill."""
+    config = two_source_config(tmp_path)
+    lake = Lake.of(config)
+    hours = [(f"2026-11-{day:02d} 05:00:00", f"2026-11-{day:02d} 06:00:00", "USD", "3", {}) for day in (27, 28, 29, 30)]
+    days = [*hours, ("2026-12-01 05:00:00", "2026-12-02 00:30:00", "USD", "3", {})]
+    commit(lake, "cur", days)
+    commit(lake, "gcp", hours[:1])  # through the 27th, then failing
+    record(lake, "cur", None)
+    record(lake, "gcp", "AccessDenied")
+    now = [utc(2026, 11, 29, 7)]
+    registry = CollectorRegistry()
+    scheduler = ServiceScheduler(lake, JobMetrics(registry, ["ingest", "daily"]),
+                                 Tasks(ingest=lambda: None, rules=None, daily=lambda day: write_daily_report(config, day)),
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: now[0])
+    scheduler.first_ingest.set()  # not started: each fire is run here
+
+    def spend(day: date) -> dict:
+        report = json.loads((tmp_path / "reports" / day.isoformat() / "report.json").read_text())
+        return next(section for section in report["sections"] if section["key"] == "spend")
+
+    outage = [date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30)]
+    for run in outage:
+        now[0] = datetime.combine(run + timedelta(days=1), datetime.min.time(), timezone.utc) + timedelta(hours=7)
+        scheduler.run_daily()
+    without = [spend(day) for day in outage]
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 3
+    commit(lake, "gcp", days, delivery_id="d2")
+    record(lake, "gcp", None)
+    now[0] = utc(2026, 12, 2, 7)
+    scheduler.run_daily()
+    assert all(spend(day) != before for day, before in zip(outage, without))  # gcp's bill is in each now
+    assert lake.read_state("jobs")["daily_undone"] == []
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 3
