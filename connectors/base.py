@@ -14,7 +14,7 @@ read is a SourceError naming the location and what was expected, never an empty 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -81,6 +81,10 @@ class CostConnector(Connector, Protocol):
     # Raised when a fix changes what the connector reads from the same files: a period the lake
     # holds from an older reading is read again by the next ingest, though its files are unchanged.
     reader_version: ClassVar[int] = 0
+    # True when one delivery holds every file of the source, each read as a part (oci-cost: each report
+    # is an increment of one bill): ingest prints each file's rows to find one holding another's in
+    # other bytes (service.ingest.row_copies) and reads the delivery again `delivery_without` it.
+    files_one_delivery: ClassVar[bool] = False
 
     def __init__(self, config: SourceConfig) -> None: ...
 
@@ -116,6 +120,11 @@ class CostConnector(Connector, Protocol):
         CSV line of a bad value); called while the delivery's files are still local. The
         default: the error as it is."""
         return error
+
+    def delivery_without(self, delivery: Delivery, files: Collection[str]) -> Delivery:
+        """The delivery less `files` (copies of another's rows), its id made anew; asked only of a
+        connector whose `files_one_delivery` is True."""
+        raise NotImplementedError
 
     def listed_size(self, uri: str) -> int | None:
         """The size in bytes a loose file had when `deliveries` listed it; None (the default):
@@ -193,6 +202,11 @@ class StoredExport(CostConnector):
     def listed_version(self, uri: str) -> str | None:
         listed = self._objects.get(uri)
         return listed.version if listed is not None and listed.version else None
+
+    def delivery_without(self, delivery: Delivery, files: Collection[str]) -> Delivery:
+        """The delivery less `files` (copies of another's rows), its id made anew; asked only of a
+        connector whose `files_one_delivery` is True."""
+        raise NotImplementedError
 
     def listed_size(self, uri: str) -> int | None:
         listed = self._objects.get(uri)

@@ -59,7 +59,7 @@ import re
 import uuid
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 
@@ -93,6 +93,7 @@ class OciCostConnector(StoredExport):
     kind = "oci-cost"
     reader_version = 1  # 1: a free line without a currency takes the delivery's one currency
     final_when = "never"  # a cost report carries no invoice id
+    files_one_delivery = True  # so a report saved again in other bytes beside it is found by its rows
 
     def __init__(self, config: SourceConfig) -> None:
         super().__init__(config)
@@ -107,6 +108,10 @@ class OciCostConnector(StoredExport):
         self._objects = {o.uri: o for o in files}
         files = self._without_copies(files)
         yield Delivery(fingerprint(files), None, tuple(o.uri for o in files))
+
+    def delivery_without(self, delivery: Delivery, files: Collection[str]) -> Delivery:
+        kept = [self._objects[uri] for uri in delivery.files if uri not in files]
+        return Delivery(fingerprint(kept), None, tuple(o.uri for o in kept))
 
     def _without_copies(self, files: list[StoredObject]) -> list[StoredObject]:
         """The files less each holding the text of another (files of one size, or of one name but for

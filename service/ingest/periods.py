@@ -125,6 +125,8 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     """`together`: new loose files may be committed without a survey (see above); False: they
     are surveyed (the run's second try when that failed), except a source's only file."""
     result = Plan(deliveries=[d for d in deliveries if not d.loose])
+    if connector.files_one_delivery:
+        result.deliveries, result.skipped = _without_row_copies(lake, connector, source, result.deliveries)
     loose = [d for d in deliveries if d.loose]
     if not loose:
         return result
@@ -132,7 +134,8 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     result.versions = {f.files[0]: connector.listed_version(f.files[0]) for f in loose}
     listed = [uri for delivery in result.deliveries if not delivery.waiting for uri in delivery.files]
     found = _without_copies(lake, connector, source, loose, listed, ledger)
-    loose, result.skipped, result.older = found.read, found.skipped, found.older
+    loose, result.older = found.read, found.older
+    result.skipped += found.skipped
     state = read_cache(lake)
     known: dict[str, dict] = state.get(source, {})
     ids = {f.files[0]: f.delivery_id for f in loose}
@@ -227,6 +230,22 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
         state[source] = found.digests
         lake.write_state(DIGESTS, state)
     return found
+
+
+def _without_row_copies(lake: Lake, connector: CostConnector, source: str,
+                        deliveries: Sequence[Delivery]) -> tuple[list[Delivery], list[OtherDataset]]:
+    """The deliveries of a connector delivering all its files as one (files_one_delivery) less the
+    files found before holding another's rows (service.ingest.row_copies), each told; the records of
+    a copy changed, or of an original gone, dropped, so that file is read again."""
+    state = read_cache(lake, DIGESTS)
+    known: dict[str, dict] = state.get(source, {})
+    files = [Delivery(uri, None, (uri,), loose=True) for delivery in deliveries for uri in delivery.files]
+    _, told, kept = row_copies.skipped(connector, files, known)
+    if kept != known:
+        state[source] = kept
+        lake.write_state(DIGESTS, state)
+    copies = {other.uri for other in told}
+    return [connector.delivery_without(d, copies) if copies.intersection(d.files) else d for d in deliveries], told
 
 
 def remember_row_copies(lake: Lake, source: str, records: dict[str, dict]) -> None:

@@ -35,8 +35,10 @@ ROWS_OF = "rows_of"  # a record's key: the original whose rows the file holds
 
 
 def printed(connector: CostConnector, delivery: Delivery, loose: Collection[str]) -> bool:
-    """Whether each file's rows are fingerprinted: several `loose` files, each read as a part."""
-    return connector.parts_are_files and len(delivery.files) > 1 and set(delivery.files) <= set(loose)
+    """Whether each file's rows are fingerprinted: several `loose` files, or the files of a connector
+    delivering them all as one (files_one_delivery), each read as a part."""
+    return connector.parts_are_files and len(delivery.files) > 1 and (
+        connector.files_one_delivery or set(delivery.files) <= set(loose))
 
 
 def of_staged(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, source: str,
