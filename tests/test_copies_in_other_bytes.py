@@ -130,3 +130,22 @@ def test_content_reads_the_same_however_the_bytes_are_cut_or_gzipped(tmp_path):
     assert content.digest(tmp_path / "cat.csv.gz", "cat.csv.gz") == hashlib.sha256(text).hexdigest()
     assert content.digest(tmp_path / "bad.csv.gz", "bad.csv.gz") == hashlib.sha256(b"not a gzip").hexdigest()
     assert content.head(stored, "c.csv")[1] == ["a", "b"]
+
+
+def test_the_same_file_under_two_values_of_a_column_outside_the_row_print_is_two_services_lines(tmp_path):
+    """The row print hashes what a row bills (row_prints.BILLED), not ServiceName: a Hive key the file
+    lacks reaches its rows all the same, so the same file under ServiceName=A/ and =B/ is two services'
+    lines, as under two SubAccountId values, not a copy in other rows."""
+    export = tmp_path / "export"
+    first = original(export / "ServiceName=Compute")
+    header, *rows = [line.split(",") for line in first.read_text().splitlines()]
+    keep = [index for index, name in enumerate(header) if name != "ServiceName"]
+    first.write_text("".join(",".join(line[i] for i in keep) + "\n" for line in [header, *rows]))
+    (export / "ServiceName=Storage").mkdir()
+    shutil.copyfile(first, export / "ServiceName=Storage" / "c.csv")
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and skipped(result) == [], lines(result)
+    once = duckdb_sums("focus", export / "ServiceName=Compute")
+    assert lake_sums(lake) == {key: 2 * value for key, value in once.items()}
+    services = lake.query().execute("SELECT DISTINCT ServiceName FROM costs ORDER BY 1").fetchall()
+    assert services == [("Compute",), ("Storage",)]

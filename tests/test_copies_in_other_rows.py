@@ -191,3 +191,18 @@ def test_a_pandas_save_of_an_account_id_read_as_a_number_is_still_a_copy(tmp_pat
     assert failures(result) == [], lines(result)
     assert skipped(result) == [same_content(export / "resaved.csv", first)], lines(result)
     assert lake_sums(lake) == duckdb_sums("focus", first.parent)
+
+
+def test_a_pandas_save_in_another_folder_of_a_file_under_a_hive_key_it_holds_itself_is_still_a_copy(tmp_path):
+    """The Hive keys' columns are printed for every file compared: a FOCUS file with its own ServiceName
+    under ServiceName=x/ (its column wins over the folder) and its pandas save under backup/ bill the
+    same rows: one copy, read once."""
+    export = tmp_path / "export"
+    first = export / "ServiceName=x" / "cost.csv"
+    first.parent.mkdir(parents=True)
+    first.write_bytes(FOCUS.read_bytes())
+    pandas_saved(first, export / "backup" / "cost.csv")
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [], lines(result)
+    assert skipped(result) == [same_content(export / "backup" / "cost.csv", first)], lines(result)
+    assert lake_sums(lake) == duckdb_sums("focus", first.parent)

@@ -13,6 +13,7 @@ thread, batch by batch as they are written.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from decimal import Decimal
 
 import duckdb
@@ -44,8 +45,11 @@ def _ident(name: str) -> str:
 class RowPrints:
     """{file's index in the delivery: its print}, as `add`ed: cheap, or `exact` (see the docstring)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, exact: bool = False):
+    def __init__(self, con: duckdb.DuckDBPyConnection, exact: bool = False, also: Collection[str] = ()):
+        """`also`: columns the exact print hashes besides BILLED (any case): those Hive folder keys of the
+        files compared name, whose value a file lacking the column takes from its folder."""
         self.con = con.cursor() if exact else None
+        self.also = {name.lower() for name in also}
         self.prints: dict[int, list] = defaultdict(lambda: [0, 0, 0] if exact else [0, Decimal(0), Decimal(0)])
 
     def add(self, rows: pa.RecordBatch, files: pa.Array | None, first: int) -> None:
@@ -71,7 +75,8 @@ class RowPrints:
     def _hashed(self, rows: pa.RecordBatch, files: pa.Array | None) -> list[tuple]:
         names = rows.schema.names
         value = "hash({})".format(", ".join([*(_ident(name) for name in BILLED if name in names), *(
-            rf"regexp_replace({_ident(name)}, '^0+|\.0$', '', 'g')" for name in ACCOUNTS if name in names)]))
+            rf"regexp_replace({_ident(name)}, '^0+|\.0$', '', 'g')" for name in ACCOUNTS if name in names), *(
+            _ident(name) for name in names if name.lower() in self.also and name not in (*BILLED, *ACCOUNTS))]))
         file = "0" if files is None else _ident(FILE_INDEX)
         self.con.register(BATCH, rows if files is None else rows.append_column(FILE_INDEX, files))
         try:

@@ -21,7 +21,7 @@ import functools
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -79,10 +79,10 @@ class Staged:
 
 
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart | FilesPart],
-                stage: Path, prints: str = "") -> Staged:
+                stage: Path, prints: str = "", printed_too: Collection[str] = ()) -> Staged:
     """Write the rows of `parts` under `stage`, one file per billing period, and look for
     line items the delivery repeats (when the parts carry LINE_ITEM_KEY); `prints` ("cheap" or
-    "exact"): each file's rows fingerprinted too (row_prints)."""
+    "exact"): each file's rows fingerprinted too (row_prints; `printed_too`: its `also`)."""
     writers: dict[str, _PeriodFile] = {}
     staged: dict[str, Path] = {}
     schema = canonical_schema(con)
@@ -92,7 +92,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     converter = Converter(con)
     chosen: dict[tuple[str, ...], tuple[str, ...]] = {}  # per_value.streamed's choice, by the first part
     period_names = PeriodNames(con)
-    printed = RowPrints(con, exact=prints == "exact") if prints else None
+    printed = RowPrints(con, exact=prints == "exact", also=printed_too) if prints else None
 
     def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str],
               first: int) -> None:

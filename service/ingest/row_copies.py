@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Sequence
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
+from connectors.file_facts import hive_partitions
 from service.core.commit import StagedCosts
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
@@ -59,7 +60,10 @@ def of_staged(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnect
 def _exact(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector,
            files: Sequence[str]) -> tuple[list[frozenset[str]], list[tuple]]:
     """Each file's periods and exact print, staged alone in the lake's scratch; a file that cannot be
-    read so (or not as one part) gets a print of its own, so it is no copy."""
+    read so (or not as one part) gets a print of its own, so it is no copy. The columns the files'
+    Hive folder keys name are printed too: the same file under ServiceName=A/ and =B/ (a column it
+    lacks, so each row takes its folder's value) is two services' lines, not a copy."""
+    hive = {key for uri in files for key, _ in hive_partitions(uri) if connector.hive_reaches(key)}
     periods, prints = [], []
     with lake.scratch() as scratch:
         for number, uri in enumerate(files):
@@ -67,7 +71,7 @@ def _exact(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector,
             try:
                 stage.mkdir()
                 parts = connector.read(Delivery(f"rows:{uri}", None, (uri,), loose=True), con, scratch)
-                staged = stage_parts(con, parts if isinstance(parts, list) else [parts], stage, "exact")
+                staged = stage_parts(con, parts if isinstance(parts, list) else [parts], stage, "exact", hive)
             except (SpendlakeError, OtherDataset, OSError, duckdb.Error):
                 staged = None
             alone = staged is not None and len(staged.prints) == 1
