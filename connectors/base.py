@@ -203,11 +203,6 @@ class StoredExport(CostConnector):
         listed = self._objects.get(uri)
         return listed.version if listed is not None and listed.version else None
 
-    def delivery_without(self, delivery: Delivery, files: Collection[str]) -> Delivery:
-        """The delivery less `files` (copies of another's rows), its id made anew; asked only of a
-        connector whose `files_one_delivery` is True."""
-        raise NotImplementedError
-
     def listed_size(self, uri: str) -> int | None:
         listed = self._objects.get(uri)
         return listed.size if listed is not None and listed.size >= 0 else None

@@ -5,11 +5,14 @@ again with every field quoted, or converted to Parquet beside the original, is o
 was summed twice, exit 0. So a delivery of several loose files of a source is staged with each
 file's rows' cheap print (service.core.row_prints: count and cost sums); files of the same periods
 and cheap print are each staged again alone for their exact print (the rows as a multiset: count,
-XOR and sum of a hash of every staged value), and a file of the same periods and exact print as
+XOR and sum of a hash of what each staged row bills, row_prints.BILLED, and of the columns the
+files' Hive folder keys name), and a file of the same periods and exact print as
 another of the delivery is a copy of it. The original is the file a ledger entry holds, else the
 earliest written, else the one of the shortest path, else the first by path (as copies' are). The copy's
 record in `_state/file_digests.json` (ROWS_OF) makes the run plan again without it, so every
 line, `status`'s copies record included, is a byte copy's: "skipped, the same content as …".
+The files of a connector delivering them all as one (oci-cost: files_one_delivery) are printed
+so too, a copy remembered taken out of that delivery (service.ingest.periods).
 
 Later runs skip the copy unread while it and its original keep the version and size they had
 when it was found; its original changed since (corrected or re-exported), the copy is a stale
