@@ -134,3 +134,20 @@ def test_an_oci_report_of_the_same_sums_billing_other_resources_is_no_copy(tmp_p
     rows.to_csv(folder / "0000000030000270.csv", index=False)
     output, totals = ingest_and_check(tmp_path, "oci-cost", tmp_path / "bucket")
     assert "skipped" not in output and totals == {"2023-11": Decimal("0.240568718112")}, output
+
+
+def test_an_oci_copy_found_by_its_rows_stays_skipped_when_the_next_report_arrives(tmp_path):
+    """The copy remembered is taken out of the delivery the next report changes: the month is the two
+    reports, the copy still told, never summed (USD 0.120284359056 + the new report's 1.5)."""
+    folder = tmp_path / "bucket" / "reports" / "cost-csv"
+    folder.mkdir(parents=True)
+    first = folder / ORACLE.name
+    shutil.copyfile(ORACLE, first)
+    copy = saved_by_pandas(first, "0000000030000269-copy.csv")
+    ingest_and_check(tmp_path, "oci-cost", tmp_path / "bucket")
+    rows = pd.read_csv(ORACLE, dtype=str, keep_default_na=False).head(1)
+    rows["lineItem/referenceNo"], rows["cost/myCost"] = "new-line", "1.5"
+    rows.to_csv(folder / "0000000030000270.csv", index=False)
+    output, totals = ingest_and_check(tmp_path, "oci-cost", tmp_path / "bucket")
+    assert f"src {copy}: skipped, the same content as {first}" in output, output
+    assert totals == {"2023-11": Decimal("1.620284359056")}, output
