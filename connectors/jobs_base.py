@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import duckdb
 from pydantic import Field, field_validator
 
-from connectors.source_folder import inside
+from connectors.source_folder import Folder, inside
 from service.core.source_deadline import RequestLimits
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
@@ -238,13 +238,14 @@ def unreadable(path: Path, exc: OSError) -> DataError:
 
 
 @contextmanager
-def job_file(path: Path) -> Iterator[IO[bytes]]:
-    """A job file opened for reading, checked after the caller has read it: one written again
+def job_file(path: Path, folder: Folder) -> Iterator[IO[bytes]]:
+    """A job file of `folder` opened for reading (no link out of it followed: Folder.open),
+    checked after the caller has read it: one written again
     meanwhile (`sacct ... > jobs.txt` re-run truncates and rewrites it in place) fails, and
     its change is the error even when the caller's parse failed on the half-written bytes.
     A file replaced by rename is read whole as it was (the descriptor holds the old one)."""
     try:
-        raw = path.open("rb")
+        raw = folder.open(path)
     except OSError as exc:
         raise unreadable(path, exc) from None
     descriptor = os.dup(raw.fileno())  # for the check: a reader's text wrapper closes `raw` when done

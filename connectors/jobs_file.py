@@ -55,6 +55,7 @@ from connectors.jobs_file_values import (PARENT_RUN, SKEW, BadValue, not_before_
                                          parse_job_id, parse_labels, parse_nodes, parse_restarts, parse_shared_text,
                                          parse_state, parse_text, parse_time, present, unknown_states,
                                          with_parent_run)
+from connectors.source_folder import Folder
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -74,10 +75,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
-        found = source_files(self.config.path, where)
+        found, folder = source_files(self.config.path, where), Folder.of(self.config.path, where)
         files = [p for p in found if file_format(p)]
         documents = [p for p in found if p.name.lower().endswith((".json", ".json.gz", ".jsonl"))]
-        sacct = next(((p, what) for p in ([] if files else found[:20]) if (what := sacct_output(file_head(p)))), None)
+        sacct = next(((p, what) for p in ([] if files else found[:20]) if (what := sacct_output(file_head(p, folder)))), None)
         if sacct:
             raise SourceError(f"{sacct[0].name} is {sacct[1]}, not a job table: kind slurm-jobs reads it",
                               where=str(Path(self.config.path)), hint=SLURM_HINT)
@@ -89,7 +90,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if not files:
             raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")
-        tables = [self._read(con, path, number) for number, path in enumerate(files)]
+        tables = [self._read(con, path, folder, number) for number, path in enumerate(files)]
         for table, path in zip(tables, files):
             ended_at_start(con, path, table)
             if instants := instant_times(path, self.config):  # times no zone reads: a clock is wrong, not a zone
@@ -99,11 +100,11 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                            self.config.timezone)
         return [SnapshotPart("jobs", merged(con, tables, files))]
 
-    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, number: int) -> str:
+    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, folder: Folder, number: int) -> str:
         """A temporary table of `con` holding the file's rows (`jobs`' columns, record_id NULL)
         with `_row` (0, 1, ... in the file), `_at` (where the row is, when read row by row) and
         `_file` (`number`)."""
-        with job_file(path) as raw:
+        with job_file(path, folder) as raw:
             size = raw.seek(0, 2)
             raw.seek(0)
             read = records(path, raw, size, self.config.header)  # held until done: its wrapper closes `raw` when dropped

@@ -13,13 +13,14 @@ from typing import IO, Any
 from connectors.jobs_base import job_file
 from connectors.jobs_file_config import JobsFileSource
 from connectors.jobs_file_read import file_format, records
+from connectors.source_folder import Folder
 
 
 def instant_times(path: Path, source: JobsFileSource) -> str | None:
     """How the file's times are written when they are instants (said_ahead's `instants`), else
     None: ISO text with an offset, a Parquet timestamp with its zone, numeric times from the Unix
     epoch or from a `time_origin` with its offset."""
-    with job_file(path) as raw:
+    with job_file(path, Folder.of(source.path, f"{source.config_path}.path")) as raw:
         size = raw.seek(0, 2)
         raw.seek(0)
         cell = first_start(path, raw, size, source)

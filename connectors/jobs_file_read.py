@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from connectors.csvfile import MAX_LINE_BYTES, csv_reader
+from connectors.source_folder import Folder
 from service.core.errors import LONG_VALUE, DataError
 from service.core.output import cut, printable
 
@@ -64,11 +65,12 @@ def sacct_output(head: str) -> str | None:
     return "sacct --parsable2 output" if {"jobid", "state"} <= names else None
 
 
-def file_head(path: Path, size: int = 4096) -> str:
-    """The first `size` bytes of a file (decompressed when it ends with .gz), as text; "" when
-    unreadable (the read that follows names why)."""
+def file_head(path: Path, folder: Folder, size: int = 4096) -> str:
+    """The first `size` bytes of a file of `folder` (decompressed when it ends with .gz), as text;
+    "" when unreadable (the read that follows names why)."""
     try:
-        with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else path.open("rb") as raw:
+        with folder.open(path) as file:
+            raw = gzip.GzipFile(fileobj=file) if path.name.lower().endswith(".gz") else file
             return raw.read(size).decode("utf-8", errors="replace")
     except (OSError, EOFError):
         return ""

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
+from connectors.source_folder import Folder
 from connectors.sacct_json import JOBS_TWICE, NotJson, json_members, text_pieces
 from connectors.slurm_json import NO_JOBS, record_attempts
 from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter, records
@@ -30,14 +31,14 @@ log = logging.getLogger(__name__)
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone: ZoneInfo, cluster: str | None,
-                  in_directory: bool, shares: GpuShares = ()) -> str | None:
+def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, folder: Folder, number: int, zone: ZoneInfo,
+                  cluster: str | None, in_directory: bool, shares: GpuShares = ()) -> str | None:
     """The attempts of one sacct file: the name of a temporary table of `con` with
     connectors/slurm_records.py's ATTEMPT_COLUMNS, `_file` = `number`;
     None when it is not sacct output and sits in a directory (a README, an editor's backup).
     BadRecord names the line; DataError the file. A parsable2 file is read column-wise, and
     again line by line when that reader cannot take it (which names what is wrong)."""
-    with job_file(path) as raw:
+    with job_file(path, folder) as raw:
         if _json_start(_head(raw).lstrip()):  # one document, perhaps on one line: streamed, not read as lines
             return said_read(con, path, _json_attempts(con, path, _unzipped(raw), number, cluster, shares))
         lines = _lines(path, _unzipped(raw))
@@ -85,13 +86,13 @@ PEEK = 65536  # bytes instant_times reads: a file's first character that is not 
 EPOCH_WORDS = "seconds since 1970"
 
 
-def instant_times(path: Path) -> str | None:
+def instant_times(path: Path, folder: Folder) -> str | None:
     """How the file's times are written when they are instants, the same in every zone, so the
     source's `timezone` reads none of them: `seconds since 1970` (a sacct --json document, as
     file_attempts tells it, or --parsable2 with SLURM_TIME_FORMAT=%s) or `written with their UTC
     offset` (%FT%T%z); None when they are read in the zone. A parsable2 file is told by its first
     job's Submit: sacct writes every time of a file in one format. Reads its first PEEK bytes."""
-    with job_file(path) as raw:
+    with job_file(path, folder) as raw:
         head = _unzipped(raw).read(PEEK)
     text = head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
     if _json_start(text.lstrip()):

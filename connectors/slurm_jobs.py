@@ -33,6 +33,7 @@ from service.core.deadline import Deadline, DeadlinePassed
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, said_ahead, source_files
 from connectors.sacct_files import file_attempts, instant_times
+from connectors.source_folder import Folder
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, GpuShares, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_read, said_stale_running, said_unshared_gpus, said_warnings, slurm_errors
@@ -113,10 +114,11 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         zone = ZoneInfo(self.config.timezone)
         root = Path(self.config.path or "").expanduser()
         files = source_files(self.config.path or "", f"{self.config_path}.path")
+        folder = Folder.of(self.config.path or "", f"{self.config_path}.path")
         tables = []
         for number, path in enumerate(files):
             try:
-                read = file_attempts(con, path, number, zone, self.config.cluster, in_directory=root.is_dir(),
+                read = file_attempts(con, path, folder, number, zone, self.config.cluster, in_directory=root.is_dir(),
                                      shares=self.config.gpu_shares())
             except BadRecord as exc:
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
@@ -125,7 +127,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                 raise out_of_memory(exc, str(path), "free memory or raise the limit, or write the export in smaller "
                                                     "files (sacct by day)") from None
             if read is not None:
-                if instants := instant_times(path):  # times no zone reads: a clock is wrong, not a zone
+                if instants := instant_times(path, folder):  # times no zone reads: a clock is wrong, not a zone
                     said_ahead(con, path, f"SELECT * FROM {read}", now, instants=instants)
                 else:
                     said_ahead(con, path, f"SELECT * FROM {read}", now, f"{self.config_path}.timezone",

@@ -18,10 +18,11 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from connectors.aws_client import DENIED_CODES, aws_error, held_client
 from connectors.file_versions import local_version, stat_version
-from connectors.source_folder import inside
+from connectors.source_folder import inside, opened_inside
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
 from service.core.files import LEDGER_FILE, hidden_folder
@@ -235,7 +236,8 @@ class Storage:
     def read_bytes(self, obj: StoredObject) -> bytes:
         if not self.is_s3:
             try:
-                return self._opened(obj).read_bytes()
+                with self._opened(obj) as handle:
+                    return handle.read()
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
         from botocore.exceptions import BotoCoreError, ClientError
@@ -250,7 +252,7 @@ class Storage:
         """The object's first `size` bytes (a ranged GET on S3)."""
         if not self.is_s3:
             try:
-                with self._opened(obj).open("rb") as handle:
+                with self._opened(obj) as handle:
                     return handle.read(size)
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
@@ -262,11 +264,17 @@ class Storage:
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 
-    def _opened(self, obj: StoredObject) -> Path:
-        """A listed local file Python reads (a manifest, a file's head, a CSV it copies) as DuckDB's
-        sandbox would: a link out of the location refused (DuckDB refuses it for the files it reads)."""
+    def _checked(self, obj: StoredObject) -> Path:
+        """A listed local file Python reads (a CSV it copies) as DuckDB's sandbox would: a link out
+        of the location refused (DuckDB refuses it for the files it reads)."""
         path = Path(obj.uri)
         return inside(self.path, path, f"{self.config.config_path}.location") if self.path.is_dir() else path
+
+    def _opened(self, obj: StoredObject) -> BinaryIO:
+        """A listed local file Python reads itself (a manifest, a file's head), opened with no link
+        out of the location followed, one swapped in since it was listed included."""
+        root = self.path if self.path.is_dir() else self.path.parent
+        return opened_inside(root, Path(obj.uri), f"{self.config.config_path}.location")
 
     def current_version(self, obj: StoredObject) -> str | None:
         """The object's version now (ETag, or local_version); None when it is gone."""
@@ -300,7 +308,7 @@ class Storage:
     def local_copy(self, obj: StoredObject, scratch: Path) -> Path:
         """A local path with the object's content: the file itself, or a download into `scratch`."""
         if not self.is_s3:  # a UTF-16 or zipped CSV is copied for DuckDB to read: its sandbox would not see the link
-            path = self._opened(obj)
+            path = self._checked(obj)
             if not path.is_file():
                 raise SourceError("file listed by the delivery is missing", where=obj.uri)
             return path

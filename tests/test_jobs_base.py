@@ -12,6 +12,7 @@ import pytest
 
 from connectors.hostlist import MAX_HOSTS, expand_hostlist
 from connectors.jobs_base import job_file, job_row, jobs_relation, labelled_run, mig_fraction, source_files
+from connectors.source_folder import Folder
 from service.core.job_states import normal_state
 from service.core.errors import DataError
 
@@ -89,12 +90,12 @@ def test_job_rows_have_the_tables_types_and_run_defaults_to_job():
 def test_6_a_file_written_again_while_read_fails_and_the_rerun_reads_it(tmp_path):
     path = tmp_path / "sacct.txt"
     path.write_text("first version\n")
-    with pytest.raises(DataError) as error, job_file(path) as raw:
+    with pytest.raises(DataError) as error, job_file(path, Folder(tmp_path, "inventory[0].path")) as raw:
         raw.read()
         path.write_text("sacct re-run, still writing")  # `sacct ... > sacct.txt` truncates and writes in place
     assert str(error.value).startswith(f"{path}: changed while it was read (14 bytes, then 27)")
     assert "re-run when the job writing it has finished" in str(error.value)
-    with job_file(path) as raw:
+    with job_file(path, Folder(tmp_path, "inventory[0].path")) as raw:
         assert raw.read() == b"sacct re-run, still writing"
 
 
@@ -103,7 +104,7 @@ def test_6_a_file_written_again_in_place_with_its_size_and_mtime_while_read_fail
     path = tmp_path / "sacct.txt"
     path.write_text("first version\n")
     before = path.stat()
-    with pytest.raises(DataError) as error, job_file(path) as raw:
+    with pytest.raises(DataError) as error, job_file(path, Folder(tmp_path, "inventory[0].path")) as raw:
         raw.read()
         with open(path, "r+b") as same:
             same.write(b"other")
@@ -114,7 +115,7 @@ def test_6_a_file_written_again_in_place_with_its_size_and_mtime_while_read_fail
 def test_a_file_replaced_by_rename_while_read_is_read_whole_as_it_was(tmp_path):
     path = tmp_path / "sacct.txt"
     path.write_text("old\n")
-    with job_file(path) as raw:
+    with job_file(path, Folder(tmp_path, "inventory[0].path")) as raw:
         (tmp_path / "new").write_text("new, longer\n")
         (tmp_path / "new").replace(path)
         assert raw.read() == b"old\n"
@@ -131,8 +132,8 @@ def test_55_an_unreadable_file_says_permission_denied_and_what_next(tmp_path, mo
     else:  # root reads every file: the OS's refusal, as it comes
         def refuse(self, *args, **kwargs):
             raise PermissionError(13, "Permission denied", str(self))
-        monkeypatch.setattr(Path, "open", refuse)
-    with pytest.raises(DataError) as error, job_file(path):
+        monkeypatch.setattr(Folder, "open", refuse)
+    with pytest.raises(DataError) as error, job_file(path, Folder(tmp_path, "inventory[0].path")):
         pass
     assert str(error.value) == (f"{path}: permission denied: the user running spendlake (uid {os.geteuid()}) cannot "
                                 "read it — make it readable to that user (chmod/chown, or its group)")

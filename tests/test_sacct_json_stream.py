@@ -16,6 +16,7 @@ import connectors.sacct_files as sacct_files
 import connectors.sacct_json as sacct_json
 import connectors.slurm_records as slurm_records
 from connectors.sacct_files import file_attempts
+from connectors.source_folder import Folder
 from service.cli.main import cli
 from tests.inventory_support import traced_peak
 
@@ -23,9 +24,15 @@ SLURM = Path(__file__).parent / "data" / "slurm"
 READ = "SELECT * EXCLUDE (_file) FROM {} ORDER BY _row"
 
 
+def p5_attempts(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
+    """The attempts of a sacct file of cluster p5 in UTC, read as slurm-jobs reads a file source."""
+    return file_attempts(con, path, Folder.of(str(path), "inventory[0].path"), 0, ZoneInfo("UTC"), "p5",
+                         in_directory=False)
+
+
 def attempts(path: Path) -> list[tuple]:
     with duckdb.connect() as con:
-        return con.sql(READ.format(file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False))).fetchall()
+        return con.sql(READ.format(p5_attempts(con, path))).fetchall()
 
 
 def test_a_document_read_in_small_pieces_reads_as_read_whole(tmp_path, monkeypatch):
@@ -52,9 +59,9 @@ def test_a_document_of_many_jobs_is_read_without_holding_them(tmp_path, monkeypa
         out.write(f"], {json.dumps(document)[1:]}")
     monkeypatch.setattr(slurm_records, "BATCH_ROWS", 200)
     with duckdb.connect() as con:
-        one = file_attempts(con, SLURM / "sacct.json", 0, ZoneInfo("UTC"), "p5", in_directory=False)  # the imports
+        one = p5_attempts(con, SLURM / "sacct.json")  # the imports
         [(each,)] = con.sql(f"SELECT count(*) FROM {one}").fetchall()
-        table, peak = traced_peak(lambda: file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False))
+        table, peak = traced_peak(lambda: p5_attempts(con, path))
         assert con.sql(f"SELECT count(*) FROM {table}").fetchall() == [(100 * each,)]
     assert peak < 6 << 20, f"{peak / 2**20:.1f} MB of Python objects at once"
 
@@ -110,5 +117,5 @@ def test_a_document_broken_early_is_not_read_to_its_end_to_say_so(tmp_path, monk
     monkeypatch.setattr(sacct_files, "text_pieces", lambda *args: (read.append(p) or p for p in pieces(*args)))
     with duckdb.connect() as con:
         with pytest.raises(slurm_records.BadRecord, match=f"not JSON: Expecting ',' delimiter: character {at + 1}$"):
-            file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False)
+            p5_attempts(con, path)
     assert len(read) < (at + 50_000) // 4096 + 3, f"{len(read)} pieces of {len(text) // 4096} read"

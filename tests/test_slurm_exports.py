@@ -7,16 +7,15 @@ import io
 import json
 import re
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import duckdb
 import pytest
 
 import connectors.slurm_records as slurm_records
-from connectors.sacct_files import file_attempts
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import rows_of
 from tests.inventory_support import traced_peak
+from tests.test_sacct_json_stream import p5_attempts
 from tests.test_slurm_jobs import SLURM, jobs, run
 
 HEADER = "JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES|JobName"
@@ -44,8 +43,8 @@ def test_a_file_read_line_by_line_holds_a_batch_of_records_not_all_of_them(tmp_p
     monkeypatch.setattr(slurm_records, "BATCH_ROWS", 1_000)
     path = written("sacct.txt", 12_001)
     with duckdb.connect() as con:
-        file_attempts(con, written("small.txt", 2), 0, ZoneInfo("UTC"), "p5", in_directory=False)  # the imports
-        table, peak = traced_peak(lambda: file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False))
+        p5_attempts(con, written("small.txt", 2))  # the imports
+        table, peak = traced_peak(lambda: p5_attempts(con, path))
         assert con.sql(f"SELECT count(*), count(DISTINCT _row), sum(gpus) FROM {table}").fetchall() == [
             (12_001, 12_001, 96_008.0)]
         assert con.sql(f"SELECT name FROM {table} WHERE _row = 0").fetchall() == [("caf\ufffd",)]

@@ -8,6 +8,7 @@ lists the file's column names capped in count and length, never its header line 
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -140,3 +141,94 @@ def test_a_utf16_bill_linked_out_of_the_location_is_not_copied_past_the_sandbox(
     result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "ingest"])
     assert result.exit_code == 3, result.output
     assert f"{export / 'bill.csv'} {REFUSED.format(target=elsewhere / 'real.csv')}" in " ".join(result.output.split())
+
+
+def swapped_after_check(monkeypatch, module, swap):
+    """`module`'s `inside` checks as it does, then `swap` runs: the file is changed between the
+    check and the open, as a writer of the shared folder racing the read would."""
+    from connectors import source_folder
+
+    check = source_folder.inside
+
+    def checked_then_swapped(root, path, setting):
+        checked = check(root, path, setting)
+        swap(path)
+        return checked
+    monkeypatch.setattr(module, "inside", checked_then_swapped)
+
+
+def swapped_as_opened(monkeypatch, swap):
+    """`swap` runs as the source's folder is opened (os.open), after the path was checked and
+    resolved: only what is opened, name by name, can refuse it then."""
+    from connectors import source_folder
+
+    os_open, paths = source_folder.os.open, []
+
+    def opening(path, flags, *args, **kwargs):
+        if flags & os.O_DIRECTORY and not paths:
+            paths.append(path)
+            swap(path)
+        return os_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(source_folder.os, "open", opening)
+
+
+def linked_to(target: Path):
+    def swap(path: Path) -> None:
+        path.unlink()
+        path.symlink_to(target)
+    return swap
+
+
+@pytest.mark.parametrize("moment", ["after its check", "as it is opened"])
+def test_a_billing_manifest_swapped_for_a_link_out_is_not_read(tmp_path, private, monkeypatch, moment):
+    from connectors import source_folder
+
+    export = tmp_path / "export"
+    (export / "metadata").mkdir(parents=True)
+    (export / "metadata" / "x-Manifest.json").write_text("{}")
+    storage = Storage(SourceConfig(name="bill", kind="aws-cur2", location=str(export)))
+    [manifest] = storage.list()
+    swap = linked_to(private)
+    if moment == "after its check":
+        swapped_after_check(monkeypatch, source_folder, swap)
+    else:
+        swapped_as_opened(monkeypatch, lambda root: swap(Path(manifest.uri)))
+    with pytest.raises(SourceError, match=REFUSED.format(target=private)):
+        storage.read_bytes(manifest)
+
+
+@pytest.mark.parametrize("moment", ["after its check", "as it is opened"])
+def test_a_folder_swapped_for_a_link_out_after_its_files_were_checked_is_not_read(tmp_path, private, monkeypatch,
+                                                                                   moment):
+    from connectors import source_folder
+
+    export = tmp_path / "export"
+    (export / "metadata").mkdir(parents=True)
+    (export / "metadata" / "private.txt").write_text("{}")
+    storage = Storage(SourceConfig(name="bill", kind="aws-cur2", location=str(export)))
+    listed = storage.object("metadata/private.txt")
+
+    def swap(path: Path) -> None:  # the folder, not the file: `private.txt` in it is now the private file
+        (export / "metadata" / "private.txt").unlink()
+        (export / "metadata").rmdir()
+        (export / "metadata").symlink_to(private.parent)
+    if moment == "after its check":
+        swapped_after_check(monkeypatch, source_folder, swap)
+    else:
+        swapped_as_opened(monkeypatch, swap)
+    with pytest.raises(SourceError, match="outside the directories spendlake may read"):
+        storage.read_head(listed, 10)
+
+
+@pytest.mark.parametrize("kind", ["jobs-file", "slurm-jobs"])
+def test_a_job_file_swapped_for_a_link_out_after_the_listing_is_refused_not_read(tmp_path, private, monkeypatch, kind):
+    from connectors import jobs_base
+
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "jobs.csv").write_text(JOBS)
+    swapped_after_check(monkeypatch, jobs_base, linked_to(private))
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "j", "kind": kind, "path": str(folder), "cluster": "c1"}]})
+    [outcome] = run_inventory(config, now=NOW)
+    assert REFUSED.format(target=private) in str(outcome.error) and "Hunter2" not in str(outcome.error)
