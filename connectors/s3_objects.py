@@ -221,19 +221,21 @@ class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
 
     def _local_report_files(self, manifest_path: Path, manifest: dict[str, Any]) -> list[tuple[Path, str]]:
         """(path, MD5) of each data file. Manifest keys are relative to the destination bucket,
-        so they are looked up under each ancestor of the manifest's directory."""
+        so they are looked up under each ancestor of the manifest's directory, within its
+        inventory configuration's folder (S3 writes `<config>/data/` beside `<config>/<date>/`):
+        a key is not looked for up to / (a file elsewhere on the host named by a key)."""
+        configuration = manifest_path.parent.parent
         found = []
         for entry in manifest["files"]:
             key = PurePosixPath(entry["key"])
             if key.is_absolute() or ".." in key.parts:
                 raise DataError(f"unsafe data file key {entry['key']!r} in the manifest", where=str(manifest_path))
-            for base in manifest_path.parents:
-                if (base / key).is_file():
-                    found.append(((base / key).resolve(), entry.get("MD5checksum", "")))
-                    break
-            else:
-                raise SourceError(f"data file {entry['key']} named by the manifest is missing", where=str(manifest_path),
-                                  hint="copy the whole destination prefix, data/ included")
+            path = next((base / key for base in manifest_path.parents if (base / key).is_relative_to(configuration)
+                         and (base / key).is_file() and (base / key).resolve().is_relative_to(configuration)), None)
+            if path is None:
+                raise SourceError(f"data file {entry['key']} named by the manifest is missing under {configuration}",
+                                  where=str(manifest_path), hint="copy the whole destination prefix, data/ included")
+            found.append((path.resolve(), entry.get("MD5checksum", "")))
         return found
 
     def _inventory_report(self, con, manifest_uri: str, scratch: Path) -> tuple[duckdb.DuckDBPyRelation, str]:

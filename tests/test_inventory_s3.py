@@ -146,6 +146,21 @@ def test_inventory_data_file_not_matching_its_md5_fails_and_commits_nothing(tmp_
     assert not Lake(tmp_path / "lake").has_table("s3_objects")
 
 
+def test_a_manifests_data_file_is_looked_for_in_its_inventory_folder_not_up_to_the_root(tmp_path):
+    """A key was looked for under every parent folder of the manifest up to /: a manifest naming
+    `secret.csv` read a file of that name anywhere above it (here the service's own folder)."""
+    (tmp_path / "secret.csv").write_text('"src","db-password=Hunter2xyz"\n')
+    manifest_dir = tmp_path / "dest/inv/src/cfg/2026-11-28T01-00Z"
+    manifest_dir.mkdir(parents=True)
+    (manifest_dir / "manifest.json").write_text(json.dumps({
+        "sourceBucket": "src", "destinationBucket": "arn:aws:s3:::dest", "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key", "files": [{"key": "secret.csv", "size": 32}]}))
+    outcome = run(tmp_path, inventory_manifests=[str(manifest_dir / "manifest.json")])
+    assert f"data file secret.csv named by the manifest is missing under {tmp_path / 'dest/inv/src/cfg'}" in str(
+        outcome.error), outcome.error
+    assert not Lake(tmp_path / "lake").has_table("s3_objects")
+
+
 def test_orc_inventory_is_refused_with_a_hint(tmp_path):
     manifest_dir = tmp_path / "dest/inv/src/cfg/2026-11-28T01-00Z"
     manifest_dir.mkdir(parents=True)
