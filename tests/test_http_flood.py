@@ -43,9 +43,10 @@ def test_probes_are_answered_while_slow_clients_hold_every_connection(server):
         assert status == 503 and body["not_ready"] == ["cur"]  # answered: not ready, as the lake is
 
 
-def test_one_client_cannot_hold_the_probe_slots_of_the_others(server):
+def test_one_client_cannot_hold_the_probe_slots_of_the_others(server, monkeypatch):
     """Silent connections (nothing sent) hold a probe slot until the request timeout: one client
     address holds at most PROBE_SLOTS_PER_CLIENT of them, so the kubelet's probe still gets one."""
+    monkeypatch.setattr(listener, "PROBE_REQUEST_TIMEOUT_SECONDS", 10)  # held while the test looks
     port = server(max_connections=5)
     with contextlib.ExitStack() as stack:
         for _ in range(5 + listener.PROBE_SLOTS_PER_CLIENT):
@@ -54,6 +55,23 @@ def test_one_client_cannot_hold_the_probe_slots_of_the_others(server):
                              "the flooding client refused", interval=0.05)
         assert "more than 5 connections" in refused[2]["error"]["message"]
         assert raw_from(port, "127.0.0.2")[:3:2] == (200, {"status": "ok"})  # another client: a probe slot
+
+
+def test_silent_connections_give_their_probe_slots_back_to_their_own_address_soon(server, monkeypatch):
+    """A connection sending nothing held its probe slot for the whole request timeout (10 s): a
+    client flooding from 127.0.0.1 kept a probe from 127.0.0.1 (a container's health check)
+    refused that long. A probe slot's request must arrive within PROBE_REQUEST_TIMEOUT_SECONDS
+    (1; 3 here, so that the test sees the slots held first: its connections past the listen
+    backlog of 5 wait a second for the kernel's SYN retry)."""
+    monkeypatch.setattr(listener, "PROBE_REQUEST_TIMEOUT_SECONDS", 3, raising=False)
+    port = server(max_connections=5)
+    with contextlib.ExitStack() as stack:
+        for _ in range(5 + listener.PROBE_SLOTS_PER_CLIENT):
+            stack.enter_context(connect(port, "127.0.0.1"))
+        wait_until(lambda: raw_from(port, "127.0.0.1")[0] == 503, 10, "the slots held", interval=0.05)
+        status = wait_until(lambda: (answer := raw_from(port, "127.0.0.1"))[0] == 200 and answer, 5,
+                            "a probe slot given back", interval=0.1)  # 3 s and the SYN retry's second
+        assert status[:3:2] == (200, {"status": "ok"})
 
 
 def raw_from(port: int, source: str) -> tuple[int, dict, dict]:

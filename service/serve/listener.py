@@ -6,7 +6,7 @@ taking the service down.
   most `PROBE_SLOTS_PER_CLIENT` of one client address) are read as far as their request line and
   answered only for `/healthz` and `/readyz`, anything else a 503: a client holding every
   connection open (slow headers) cannot fail the orchestrator's probes and have the service
-  restarted. Past those the next connection is answered 503 at once (JSON, `Retry-After`)
+  restarted. A probe slot's request must arrive within `PROBE_REQUEST_TIMEOUT_SECONDS`. Past those the next connection is answered 503 at once (JSON, `Retry-After`)
   without reading it, so threads stay bounded.
 - At most `QUERY_SLOTS` heavy queries run at once (the handler takes one of `query_slots`).
 - A client that hangs up before its answer is written is one log line, not a traceback.
@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 MAX_CONNECTIONS = 256
 PROBE_SLOTS = 16  # connections past MAX_CONNECTIONS that may still ask for a probe
 PROBE_SLOTS_PER_CLIENT = 4  # of them one client address may hold: the kubelet's are its own
+# the time a connection on a probe slot has to send its request: a probe sends it at once (the
+# kubelet's own timeout is 1 s by default), so a silent connection gives its slot back soon, not
+# after the 10 s a query may take to arrive; its own address's probe then gets the slot
+PROBE_REQUEST_TIMEOUT_SECONDS = 1
 QUERY_SLOTS = 4  # heavy queries running and sending at once (ServiceHandler takes `query_slots`)
 
 
@@ -73,7 +77,7 @@ class BoundedServer(ThreadingHTTPServer):
         self.query_slots = threading.BoundedSemaphore(self.max_queries)
         # the handler of a connection past the cap (its `api`, set again on a reload, is inherited)
         self.probe_handler = type(f"{self.RequestHandlerClass.__name__}ForProbes", (self.RequestHandlerClass,),
-                                  {"probes_only": True})
+                                  {"probes_only": True, "timeout": PROBE_REQUEST_TIMEOUT_SECONDS})
         super().server_activate()
 
     def process_request(self, request, client_address) -> None:
