@@ -259,7 +259,7 @@ class AwsExportConnector(StoredExport):
         paths = []
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, uri, -1, "")
-            path = local_csv(self.storage.local_copy(obj, scratch), scratch, obj.uri)
+            path = local_csv(self.storage.local_copy(obj, scratch), scratch, obj.uri, self.storage.open_local)
             paths.append(path)
             display[str(path)] = obj.uri
         self._check_manifest_unchanged(delivery)

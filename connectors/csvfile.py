@@ -91,15 +91,17 @@ def csv_header(path: str | Path, where: str) -> list[str]:
     return header
 
 
-def local_csv(path: Path, scratch: Path, where: str) -> Path:
+def local_csv(path: Path, scratch: Path, where: str, open_file: Callable[[Path], IO[bytes]]) -> Path:
     """The file as DuckDB can read it: a `.csv.zip` (legacy CUR's ZIP compression, one CSV per
     archive: DuckDB reads gzip, not ZIP) unpacked, and a UTF-16 CSV (a byte order mark; DuckDB
-    reads UTF-8 only) as UTF-8, into `scratch`; any other file as it is."""
+    reads UTF-8 only) as UTF-8, into `scratch`; any other file as it is. `open_file` opens it as
+    its source's folder allows (Storage.open_local, Folder.open: no link out of it followed, not
+    even one swapped in after the listing): the copy lands in DuckDB's sandbox, which cannot guard it."""
     name = path.name.lower()
     if name.endswith(".csv.zip"):
-        return _copied(path, scratch, where, _unzipped, "the ZIP archive")
-    if name.endswith((".csv", ".csv.gz")) and _utf16(path):
-        return _copied(path, scratch, where, _utf8, "the UTF-16 file")
+        return _copied(path, scratch, where, open_file, _unzipped, "the ZIP archive")
+    if name.endswith((".csv", ".csv.gz")) and _utf16(path, open_file):
+        return _copied(path, scratch, where, open_file, _utf8, "the UTF-16 file")
     return path
 
 
@@ -107,16 +109,20 @@ def _opener(path: Path) -> Callable[..., IO[bytes]]:
     return gzip.open if path.name.lower().endswith(".gz") else open
 
 
-def _utf16(path: Path) -> bool:
+def _decompressed(path: Path, raw: IO[bytes]) -> IO[bytes]:
+    return gzip.GzipFile(fileobj=raw, mode="rb") if path.name.lower().endswith(".gz") else raw
+
+
+def _utf16(path: Path, open_file: Callable[[Path], IO[bytes]]) -> bool:
     try:
-        with _opener(path)(path, "rb") as raw:
-            return raw.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+        with open_file(path) as raw:
+            return _decompressed(path, raw).read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
     except (OSError, EOFError, zlib.error):
         return False  # the reader names what is wrong with it
 
 
-def _unzipped(path: Path, out: IO[bytes], where: str) -> None:
-    with zipfile.ZipFile(path) as archive:
+def _unzipped(path: Path, raw: IO[bytes], out: IO[bytes], where: str) -> None:
+    with zipfile.ZipFile(raw) as archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) != 1:
             raise DataError(f"the ZIP archive holds {len(members)} files, not one CSV", where=where,
@@ -125,19 +131,19 @@ def _unzipped(path: Path, out: IO[bytes], where: str) -> None:
             shutil.copyfileobj(member, out, 1 << 20)
 
 
-def _utf8(path: Path, out: IO[bytes], where: str) -> None:
-    with _opener(path)(path, "rb") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-16", newline="")
-        writer = io.TextIOWrapper(out, encoding="utf-8", newline="")
-        shutil.copyfileobj(text, writer, 1 << 20)
-        writer.detach()  # flushed; `out` stays open for its owner
+def _utf8(path: Path, raw: IO[bytes], out: IO[bytes], where: str) -> None:
+    text = io.TextIOWrapper(_decompressed(path, raw), encoding="utf-16", newline="")
+    writer = io.TextIOWrapper(out, encoding="utf-8", newline="")
+    shutil.copyfileobj(text, writer, 1 << 20)
+    writer.detach()  # flushed; `out` stays open for its owner
 
 
-def _copied(path: Path, scratch: Path, where: str, write: Callable[[Path, IO[bytes], str], None], what: str) -> Path:
+def _copied(path: Path, scratch: Path, where: str, open_file: Callable[[Path], IO[bytes]],
+            write: Callable[[Path, IO[bytes], IO[bytes], str], None], what: str) -> Path:
     target = scratch / (hashlib.sha256(str(path).encode()).hexdigest()[:24] + ".csv")
     try:
-        with target.open("wb") as out:
-            write(path, out, where)
+        with open_file(path) as raw, target.open("wb") as out:
+            write(path, raw, out, where)
     except (OSError, EOFError, UnicodeError, zipfile.BadZipFile, zlib.error) as exc:
         target.unlink(missing_ok=True)
         limit = resource_error(exc, str(scratch)) if isinstance(exc, OSError) else None

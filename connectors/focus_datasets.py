@@ -27,6 +27,7 @@ from connectors.exportfile import decimal, open_table, text, timestamp
 from connectors.focus import OTHER_DATASETS
 from connectors.focus_bundles import newest_local
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart, local_files
+from connectors.source_folder import Folder
 from service.core.config import InventorySource
 from service.core.errors import SourceError
 from service.core.registry import Feeds
@@ -51,7 +52,8 @@ class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
         where = f"{self.config_path}.path"
         files = newest_local(Path(self.config.path).expanduser().resolve(), local_files(self.config.path, where),
                              self.passed_over)
-        parts = [part for path in files if (part := self._read(con, path, scratch))]
+        folder = Folder.of(self.config.path, where)
+        parts = [part for path in files if (part := self._read(con, path, folder, scratch))]
         if not parts:
             raise SourceError("no FOCUS Contract Commitment, Billing Period or Invoice Detail files found",
                               where=str(Path(self.config.path).expanduser()),
@@ -60,12 +62,13 @@ class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
                  for table in TABLES.values() if table not in {p.table for p in parts}]
         return parts + empty
 
-    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, scratch: Path) -> SnapshotPart | None:
+    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, folder: Folder,
+              scratch: Path) -> SnapshotPart | None:
         """The file's rows as its dataset's table, or None for any other file (cost rows, a manifest).
         A UTF-16 CSV is read from its UTF-8 copy in `scratch`, as the cost files are."""
         if path.suffix.lower() == ".json":
             return None
-        file = open_table(con, local_csv(path, scratch, str(path)), str(path), money=[n for t in TABLES.values() for n, k in INVENTORY_TABLES[t]
+        file = open_table(con, local_csv(path, scratch, str(path), folder.open), str(path), money=[n for t in TABLES.values() for n, k in INVENTORY_TABLES[t]
                                                        if k == MONEY])
         if file.name("ChargePeriodStart") is not None:
             return None

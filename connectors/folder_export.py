@@ -89,7 +89,7 @@ class FolderExport(StoredExport, ABC):
             raise run.problem
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            self.local[uri] = local_csv(self.storage.local_copy(obj, scratch), scratch, uri)
+            self.local[uri] = local_csv(self.storage.local_copy(obj, scratch), scratch, uri, self.storage.open_local)
         groups = (same_schema_runs(con, [self.local[uri] for uri in delivery.files], delivery.files)
                   if self.reads_runs else [[uri] for uri in delivery.files])
         parts = []  # in the order of the files: staging reports each file's periods in that order

@@ -149,7 +149,8 @@ class OciCostConnector(StoredExport):
         tables, self._local = [], {}
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            path = self._local[uri] = local_csv(self.storage.local_copy(obj, scratch), scratch, uri)
+            path = self._local[uri] = local_csv(self.storage.local_copy(obj, scratch), scratch, uri,
+                                                self.storage.open_local)
             table = open_table(con, path, uri, money=(COST,))
             table.require(START, COST, CURRENCY, kind=self.kind)
             tables.append((table, _header(path)))

@@ -236,7 +236,7 @@ class Storage:
     def read_bytes(self, obj: StoredObject) -> bytes:
         if not self.is_s3:
             try:
-                with self._opened(obj) as handle:
+                with self.open_local(Path(obj.uri)) as handle:
                     return handle.read()
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
@@ -252,7 +252,7 @@ class Storage:
         """The object's first `size` bytes (a ranged GET on S3)."""
         if not self.is_s3:
             try:
-                with self._opened(obj) as handle:
+                with self.open_local(Path(obj.uri)) as handle:
                     return handle.read(size)
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
@@ -265,16 +265,17 @@ class Storage:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 
     def _checked(self, obj: StoredObject) -> Path:
-        """A listed local file Python reads (a CSV it copies) as DuckDB's sandbox would: a link out
-        of the location refused (DuckDB refuses it for the files it reads)."""
+        """A listed local file DuckDB reads as its sandbox would: a link out of the location refused."""
         path = Path(obj.uri)
         return inside(self.path, path, f"{self.config.config_path}.location") if self.path.is_dir() else path
 
-    def _opened(self, obj: StoredObject) -> BinaryIO:
-        """A listed local file Python reads itself (a manifest, a file's head), opened with no link
-        out of the location followed, one swapped in since it was listed included."""
-        root = self.path if self.path.is_dir() else self.path.parent
-        return opened_inside(root, Path(obj.uri), f"{self.config.config_path}.location")
+    def open_local(self, path: Path) -> BinaryIO:
+        """A local file Python reads itself (a manifest, a file's head, a CSV it copies): a download
+        as it is, a file of the location with no link out of it followed, even one swapped in since."""
+        if self.is_s3:
+            return path.open("rb")
+        folder = self.path if self.path.is_dir() else self.path.parent
+        return opened_inside(folder, path, f"{self.config.config_path}.location")
 
     def current_version(self, obj: StoredObject) -> str | None:
         """The object's version now (ETag, or local_version); None when it is gone."""
@@ -307,7 +308,7 @@ class Storage:
 
     def local_copy(self, obj: StoredObject, scratch: Path) -> Path:
         """A local path with the object's content: the file itself, or a download into `scratch`."""
-        if not self.is_s3:  # a UTF-16 or zipped CSV is copied for DuckDB to read: its sandbox would not see the link
+        if not self.is_s3:  # a link out refused before a reader opens it by path (a CSV's header, its lines)
             path = self._checked(obj)
             if not path.is_file():
                 raise SourceError("file listed by the delivery is missing", where=obj.uri)

@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from connectors.csvfile import local_csv
+from connectors.source_folder import Folder
 from service.core.errors import DataError, ResourceError
 
 TEXT = "BilledCost,ChargePeriodStart\n1.5,2024-09-01T00:00:00Z\n"
@@ -31,7 +32,7 @@ def test_a_full_disk_while_copying_says_disk_full_and_where_not_a_damaged_file(t
     # the copy's name in scratch, linked to /dev/full: every write fails ENOSPC, as on a full disk
     (scratch / (hashlib.sha256(str(path).encode()).hexdigest()[:24] + ".csv")).symlink_to("/dev/full")
     with pytest.raises(ResourceError) as raised:
-        local_csv(path, scratch, str(path))
+        local_csv(path, scratch, str(path), Folder(tmp_path, "sources[0].location").open)
     assert str(raised.value.message).startswith("disk full: [Errno 28] No space left on device")
     assert raised.value.where == str(scratch) and "free disk space" in raised.value.hint
     assert raised.value.exit_code == 3 and not isinstance(raised.value, DataError)
@@ -44,4 +45,4 @@ def test_a_file_cut_short_is_still_a_damaged_file(tmp_path, name, content):
     path.write_bytes(content)
     (tmp_path / "scratch").mkdir()
     with pytest.raises(DataError, match="re-export it"):
-        local_csv(path, tmp_path / "scratch", str(path))
+        local_csv(path, tmp_path / "scratch", str(path), Folder(tmp_path, "sources[0].location").open)

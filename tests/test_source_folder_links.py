@@ -232,3 +232,28 @@ def test_a_job_file_swapped_for_a_link_out_after_the_listing_is_refused_not_read
                            "inventory": [{"name": "j", "kind": kind, "path": str(folder), "cluster": "c1"}]})
     [outcome] = run_inventory(config, now=NOW)
     assert REFUSED.format(target=private) in str(outcome.error) and "Hunter2" not in str(outcome.error)
+
+
+@pytest.mark.parametrize("name", ["bill.csv", "bill.csv.zip"])
+def test_a_bill_swapped_for_a_link_out_after_its_check_is_not_copied_into_the_sandbox(tmp_path, private, name):
+    """A UTF-16 CSV or a .csv.zip is copied by Python into the lake's scratch for DuckDB to read:
+    swapped for a link after local_copy checked it, the copy held the link's target."""
+    import zipfile
+
+    from connectors.csvfile import local_csv
+
+    export, scratch = tmp_path / "export", tmp_path / "scratch"
+    export.mkdir()
+    scratch.mkdir()
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(export / name, "w") as archive:
+            archive.writestr("bill.csv", "BilledCost\n1\n")
+    else:
+        (export / name).write_bytes("BilledCost\n1\n".encode("utf-16"))
+    storage = Storage(SourceConfig(name="bill", kind="focus", location=str(export)))
+    [listed] = storage.list()
+    path = storage.local_copy(listed, scratch)  # checked: a file of the folder
+    linked_to(private)(path)
+    with pytest.raises(SourceError, match=REFUSED.format(target=private)):
+        local_csv(path, scratch, listed.uri, storage.open_local)
+    assert list(scratch.iterdir()) == []
