@@ -123,15 +123,14 @@ def test_a_file_replaced_by_rename_while_read_is_read_whole_as_it_was(tmp_path):
 
 def test_55_an_unreadable_file_says_permission_denied_and_what_next(tmp_path, monkeypatch):
     import os
-    from pathlib import Path
 
     path = tmp_path / "jobs.csv"
     path.write_text("x")
     if os.geteuid():
         path.chmod(0)
     else:  # root reads every file: the OS's refusal, as it comes
-        def refuse(self, *args, **kwargs):
-            raise PermissionError(13, "Permission denied", str(self))
+        def refuse(self, opened, *args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(opened))
         monkeypatch.setattr(Folder, "open", refuse)
     with pytest.raises(DataError) as error, job_file(path, Folder(tmp_path, "inventory[0].path")):
         pass
