@@ -257,3 +257,23 @@ def test_a_bill_swapped_for_a_link_out_after_its_check_is_not_copied_into_the_sa
     with pytest.raises(SourceError, match=REFUSED.format(target=private)):
         local_csv(path, scratch, listed.uri, storage.open_local)
     assert list(scratch.iterdir()) == []
+
+
+def test_a_bill_swapped_for_a_link_out_after_its_check_fails_as_changed_never_showing_the_target(tmp_path, private,
+                                                                                                monkeypatch):
+    """README's claim for what is still read by path (a bill CSV's header): the swap is told by the
+    file's version (its inode), and the error names the change, not the target's first line."""
+    from connectors import storage as storage_module
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "bill.csv").write_text("BilledCost,ChargePeriodStart,ChargePeriodEnd,BillingCurrency\n"
+                                     "1,2026-11-01T00:00:00Z,2026-11-01T01:00:00Z,USD\n")
+    swapped_after_check(monkeypatch, storage_module, lambda path: path.is_symlink() or linked_to(private)(path))
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({
+        "lake": str(tmp_path / "lake"), "sources": [{"name": "focus", "kind": "focus", "location": str(export)}]}))
+    config = ["--config", str(tmp_path / "spendlake.yaml")]
+    result = CliRunner().invoke(cli, [*config, "ingest"])
+    assert result.exit_code == 3 and f"{export / 'bill.csv'} changed while it was read" in result.output, result.output
+    status = CliRunner().invoke(cli, [*config, "status", "--sources", "--format", "json"])
+    assert "Hunter2" not in result.output + status.output
