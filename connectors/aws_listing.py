@@ -19,6 +19,7 @@ import duckdb
 
 from connectors.aws_client import aws_error, default_region, held_client
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart, SourceT, cli_dump_part, local_files, rows_relation
+from connectors.source_folder import Folder
 from service.core.config import InventorySource
 from service.core.deadline import Deadline
 from service.core.source_deadline import RequestLimits
@@ -67,7 +68,8 @@ class AwsListing(FileOrApiConnector[SourceT]):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:
-            return [self._from_file(con, path) for path in local_files(self.config.path, f"{self.config_path}.path")]
+            folder = Folder.of(self.config.path, f"{self.config_path}.path")
+            return [self._from_file(con, path, folder) for path in local_files(self.config.path, folder.setting)]
         deadline = self.config.start_deadline(self.config_path)  # all regions' calls
         listed: Listed = [(region, list(self._pages(region, deadline)))
                           for region in self.config.regions or (default_region(self.config.profile, self.config_path),)]
@@ -85,6 +87,6 @@ class AwsListing(FileOrApiConnector[SourceT]):
         except (ClientError, BotoCoreError) as exc:
             raise aws_error(exc, self.api.action, f"region {region}", self.config_path) from None
 
-    def _from_file(self, con: duckdb.DuckDBPyConnection, path: Path) -> SnapshotPart:
-        return cli_dump_part(con, path, self.table, self.api.action.split(":")[1], self.api.list_key,
+    def _from_file(self, con: duckdb.DuckDBPyConnection, path: Path, folder: Folder) -> SnapshotPart:
+        return cli_dump_part(con, path, folder, self.table, self.api.action.split(":")[1], self.api.list_key,
                              lambda items: self.rows([(None, items)]), self.api.example)

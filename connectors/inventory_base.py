@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import duckdb
 
 from connectors.file_readers import json_reader
-from connectors.source_folder import inside
+from connectors.source_folder import Folder, inside
 from service.core import json_text
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
@@ -88,14 +88,16 @@ def rows_relation(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[st
     return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
 
 
-def cli_dump_part(con: duckdb.DuckDBPyConnection, path: Path, table: str, api: str, list_key: str,
+def cli_dump_part(con: duckdb.DuckDBPyConnection, path: Path, folder: Folder, table: str, api: str, list_key: str,
                   to_rows: Callable[[list], list[dict[str, Any]]], example: str) -> SnapshotPart:
     """A local copy of what an AWS API lists: a CSV/Parquet table file as it is, or the JSON
-    the AWS CLI writes for `api` (`{list_key: [...]}` or the bare list), rows by `to_rows`."""
+    the AWS CLI writes for `api` (`{list_key: [...]}` or the bare list), rows by `to_rows`; the
+    JSON opened as `folder` allows (Folder.open: no link out of it followed)."""
     if path.suffix.lower() != ".json":
         return SnapshotPart(table, read_table_file(con, path, table))
     try:
-        data = json_text.loads(path.read_text(encoding="utf-8"))
+        with folder.open(path) as file:
+            data = json_text.loads(file.read().decode("utf-8"))
         rows = to_rows(data[list_key] if isinstance(data, dict) else data)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(f"not a {api} JSON ({type(exc).__name__}: {exc})", where=str(path),

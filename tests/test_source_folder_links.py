@@ -277,3 +277,20 @@ def test_a_bill_swapped_for_a_link_out_after_its_check_fails_as_changed_never_sh
     assert result.exit_code == 3 and f"{export / 'bill.csv'} changed while it was read" in result.output, result.output
     status = CliRunner().invoke(cli, [*config, "status", "--sources", "--format", "json"])
     assert "Hunter2" not in result.output + status.output
+
+
+def test_an_aws_cli_dump_swapped_for_a_link_out_after_the_listing_is_refused_not_read(tmp_path, monkeypatch):
+    """aws-tags (as every AWS listing source) reads the AWS CLI's JSON itself: another JSON of the
+    same shape outside the folder was read into the lake when swapped in after the listing."""
+    from connectors import inventory_base
+
+    folder, elsewhere = tmp_path / "tags", tmp_path / "elsewhere.json"
+    folder.mkdir()
+    (folder / "get-resources.json").write_text(json.dumps({"ResourceTagMappingList": []}))
+    elsewhere.write_text(json.dumps({"ResourceTagMappingList": [
+        {"ResourceARN": "arn:aws:ec2:us-east-1:1:instance/i-1", "Tags": [{"Key": "team", "Value": "theirs"}]}]}))
+    swapped_after_check(monkeypatch, inventory_base, linked_to(elsewhere))
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "tags", "kind": "aws-tags", "path": str(folder)}]})
+    [outcome] = run_inventory(config, now=NOW)
+    assert REFUSED.format(target=elsewhere) in str(outcome.error), outcome.error
