@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from service.core.errors import sandbox_error
+from service.core.errors import SourceError, sandbox_error
 
 REFUSED = "a file of the folder is not read"
 
@@ -60,7 +61,13 @@ def opened_inside(root: Path, path: Path, setting: str) -> BinaryIO:
         for part in folders:
             folder, parent = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder), folder
             os.close(parent)
-        return os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder), "rb")
+        # O_NONBLOCK: a FIFO swapped in would hold the open until someone writes to it
+        opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        if not stat.S_ISREG(os.fstat(opened).st_mode):
+            os.close(opened)
+            raise SourceError(f"{REFUSED}: {path} is not a regular file now (a FIFO or device put in its place)",
+                              where=str(root), hint=f"leave only the export's files in the folder {setting} names")
+        return os.fdopen(opened, "rb")
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a name of it is a link now
             raise sandbox_error(path, REFUSED, str(root), setting=setting) from None

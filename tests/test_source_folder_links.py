@@ -294,3 +294,28 @@ def test_an_aws_cli_dump_swapped_for_a_link_out_after_the_listing_is_refused_not
                            "inventory": [{"name": "tags", "kind": "aws-tags", "path": str(folder)}]})
     [outcome] = run_inventory(config, now=NOW)
     assert REFUSED.format(target=elsewhere) in str(outcome.error), outcome.error
+
+
+def test_a_file_swapped_for_a_fifo_after_its_check_fails_at_once_not_hangs(tmp_path, monkeypatch):
+    """A FIFO put in a listed file's place held the open until a writer came: the read hung."""
+    import threading
+
+    from connectors import source_folder
+
+    export = tmp_path / "export"
+    (export / "metadata").mkdir(parents=True)
+    (export / "metadata" / "x-Manifest.json").write_text("{}")
+    storage = Storage(SourceConfig(name="bill", kind="aws-cur2", location=str(export)))
+    [manifest] = storage.list()
+
+    def fifo(path: Path) -> None:
+        path.unlink()
+        os.mkfifo(path)
+    swapped_after_check(monkeypatch, source_folder, fifo)
+    raised = []
+    reader = threading.Thread(target=lambda: raised.append(pytest.raises(SourceError, storage.read_bytes, manifest)),
+                              daemon=True)
+    reader.start()
+    reader.join(5)
+    assert raised, "the read still waits on the FIFO"
+    assert "x-Manifest.json is not a regular file now" in str(raised[0].value)
