@@ -1,7 +1,8 @@
 """What an attribution's rows do not say by themselves, in words: known `where` values no line of
 the window carries (together), periods `granularity` cuts, days of the window before the lake's
 first bill, a `compare` window without cost, a cost some deliveries lack, a comma-separated `where`
-value that matches nothing, job rules no job meets, over-booked hours. Computed here once;
+value that matches nothing, job rules no job meets, over-booked hours, what the allocation assumes of
+the window's instances (instance_checks.py, checked with the answer). Computed here once;
 `spendlake attribute` prints them (stderr, the table's coverage line) and its JSON and
 `/api/v1/attribute` carry them in `notes` (result.py). Of a list of runs: a window no bill
 reaches, or one reaching past the bill's end (`spendlake runs` on stderr, `/api/v1/runs` in `notes`)."""
@@ -48,10 +49,11 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
         other = "effective" if query.cost == "billed" else "billed"
         notes.append(f"{', '.join(lacking)} delivered no {query.cost} cost, only {other} cost: counted as 0 here; "
                      f"{typed(naming, 'cost', other)} counts it")
+    attribution = config if isinstance(config, AttributionConfig) else config.attribution
     rules = result.idle_rules if result.idle_rules is not None else idle_job_rules(
-        lake, config if isinstance(config, AttributionConfig) else config.attribution, result.window, query.by,
-        snapshot=result.read_in)  # not checked with the answer (attribute_query's job_rules)
+        lake, attribution, result.window, query.by, snapshot=result.read_in)  # not checked with the answer (attribute_query's job_rules)
     warnings = [rule.text() for rule in rules if not rule.ever]
+    warnings += result.instance_warnings
     if result.overbooked:
         warnings.append(f"{result.overbooked} instance-hour(s) in the window were over-booked: their jobs held more "
                         "GPU-seconds than the instances have, so those hours were shared in proportion (no idle, no "

@@ -69,8 +69,10 @@ from decimal import Decimal
 from types import MappingProxyType
 
 from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.instance_checks import instance_warnings
 from service.attribution.job_how import job_how
 from service.attribution.job_rules import idle_job_rules
+from service.attribution.jobs import JOBS_TABLE
 from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, reserved_runs, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
@@ -134,8 +136,9 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
                     engine: EngineConfig | None = None, job_rules: bool = False,
                     snapshot: Snapshot | None = None) -> AttributionResult:
     """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it.
-    `job_rules`: with the job-field rules of `query.by` no job record meets, checked on the
-    answer's own connection (AttributionResult.idle_rules; DuckDB's), for with_notes to warn of;
+    `job_rules`: with the job-field rules of `query.by` no job record meets and what the allocation
+    assumes of the window's instances (instance_checks.py), checked on the answer's own connection
+    (AttributionResult.idle_rules, instance_warnings; DuckDB's), for with_notes to warn of;
     `snapshot`: as `attribute`'s."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
@@ -146,8 +149,11 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
         result = _answer(session, config, query)
         if result is None or not job_rules or session is None or not session.local:
             return result
+        has_jobs = lake.has_table(JOBS_TABLE)
         return replace(result, idle_rules=tuple(idle_job_rules(lake, config, result.window, query.by, con=session.con,
-                                                               snapshot=session.snapshot)))
+                                                               snapshot=session.snapshot)),
+                       instance_warnings=instance_warnings(session.con, config.clusters, has_jobs, result.window,
+                                                           query.cost, result.data_through, session.snapshot))
 
     # A period without a stored rollup is rolled up from the lines `where` can match; when that
     # cannot show the answer as every line would (a suggestion, a spelling), from every line.

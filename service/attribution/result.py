@@ -87,6 +87,9 @@ class AttributionResult:
     # the job-field rules of `by` no job record of the window meets, checked on the answer's own
     # connection (attribute_query's job_rules); None: not checked there (with_notes checks them)
     idle_rules: tuple[IdleRule, ...] | None = None
+    # what the allocation assumes of the window's instances (instance_checks.py), checked with the
+    # idle rules on the answer's connection (empty when not: with_notes opens no other to check)
+    instance_warnings: tuple[str, ...] = ()
 
     @property
     def data_through(self) -> datetime | None:

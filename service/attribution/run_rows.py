@@ -59,7 +59,9 @@ from decimal import Decimal
 from service.attribution.sessions import held_sessions
 from service.attribution.clusters import ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
+from service.attribution.instance_checks import instance_warnings
 from service.attribution.job_rules import idle_job_rules
+from service.attribution.jobs import JOBS_TABLE
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, window_at
 from service.attribution.run_evals import by_parent, naming, unshown
@@ -162,8 +164,8 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     else:
         sums, usage = summed
         costs = {key: [s.name, s.cost, s.values, s.jobs, s.clusters] for key, s in sums.items()}
-    records = job_records(lake, session.con, config, query.window,
-                          max((end for end in through.values() if end), default=None), query.run, query.as_of)
+    ends = [end for end in through.values() if end]
+    records = job_records(lake, session.con, config, query.window, max(ends, default=None), query.run, query.as_of)
     story = None
     if query.run:
         story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage,
@@ -188,7 +190,9 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     warned, noted = unshown(usage.evals, {folded(row.run): row.run for row in rows}, shown, query.run is None)
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
                    states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
-                   warnings=warned, notes=noted,
+                   warnings=(*warned, *instance_warnings(session.con, config.clusters, lake.has_table(JOBS_TABLE),
+                                                         query.window, query.cost, max(ends, default=None), snapshot)),
+                   notes=noted,
                    idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con, snapshot=snapshot)))
 
 

@@ -43,7 +43,7 @@ JOB_MATCH_FIELDS = {
 # providers' instance type pages. `gpus_per_instance` in the config overrides or adds types.
 GPU_INSTANCE_TYPES: dict[str, int] = {
     "p5.48xlarge": 8, "p5.4xlarge": 1, "p5e.48xlarge": 8, "p5en.48xlarge": 8,
-    "p6-b200.48xlarge": 8, "p6e-gb200.36xlarge": 4,
+    "p6-b200.48xlarge": 8, "p6-b300.48xlarge": 8, "p6e-gb200.36xlarge": 4,
     "p4d.24xlarge": 8, "p4de.24xlarge": 8,
     "p3.2xlarge": 1, "p3.8xlarge": 4, "p3.16xlarge": 8, "p3dn.24xlarge": 8,
     "p2.xlarge": 1, "p2.8xlarge": 8, "p2.16xlarge": 16,
@@ -58,9 +58,22 @@ GPU_INSTANCE_TYPES: dict[str, int] = {
     "dl1.24xlarge": 8,
     "a3-highgpu-8g": 8, "a3-megagpu-8g": 8, "a3-ultragpu-8g": 8,
     "a2-highgpu-1g": 1, "a2-highgpu-2g": 2, "a2-highgpu-4g": 4, "a2-highgpu-8g": 8, "a2-megagpu-16g": 16,
+    "a2-ultragpu-1g": 1, "a2-ultragpu-2g": 2, "a2-ultragpu-4g": 4, "a2-ultragpu-8g": 8, "a4-highgpu-8g": 8,
+    **{f"g2-standard-{cpus}": 1 for cpus in (4, 8, 12, 16, 32)}, "g2-standard-24": 2, "g2-standard-48": 4,
+    "g2-standard-96": 8,
     "standard_nd96isr_h100_v5": 8, "standard_nd96isr_h200_v5": 8, "standard_nd96asr_v4": 8,
-    "standard_nd96amsr_a100_v4": 8,
+    "standard_nd96amsr_a100_v4": 8, "standard_nd96isr_mi300x_v5": 8,
+    "standard_nc40ads_h100_v5": 1, "standard_nc80adis_h100_v5": 2, "standard_ncc40ads_h100_v5": 1,
+    "standard_nc24ads_a100_v4": 1, "standard_nc48ads_a100_v4": 2, "standard_nc96ads_a100_v4": 4,
 }
+# Sources of the later types (session 54 checked what it could reach): Azure's from Microsoft, its
+# azure-docs page nd-mi300x-v5-series (8 MI300X) and the VM size list of microsoft/aspire's
+# AksNodeVmSizes.cs (NC H100 v5 1/2, NCC H100 v5 1, NC A100 v4 1/2/4 GPUs); Google's page
+# "Accelerator-optimized machine family" says each A2/A3/A4/G2 type has a fixed GPU count, which
+# the A2/A3/A4 names end in (`-8g`); the G2 sizes' L4 counts (1/2/4/8) and p6-b300.48xlarge's 8
+# B300 were found only in third-party listings, with AWS's P6 family naming the type. Not the NC A10
+# v4 sizes: an A10 size may hold part of a GPU; their instances are warned of instead
+# (service/attribution/instance_checks.py).
 
 
 def job_dimension_tags(cluster_tag: str | None) -> dict[str, tuple[str, ...]]:
