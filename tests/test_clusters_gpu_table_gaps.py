@@ -144,3 +144,15 @@ def test_the_warnings_are_read_on_the_answer_s_connection_and_kept_by_its_snapsh
 
     assert instance_warnings(Unread(), config.attribution.clusters, True, answer.window, "billed", answer.data_through,
                              answer.read_in) == answer.instance_warnings
+
+
+def test_a_change_to_the_built_in_gpu_table_makes_the_stored_rollups_stale(tmp_path, monkeypatch):
+    # the stored rollups' version did not name the built-in table: a type added to it (a release
+    # with p9-x900.48xlarge: 8) still read the rollups ingest stored when it sized i-0e by j1 (j1 80)
+    from service.core.config_clusters import GPU_INSTANCE_TYPES
+
+    path = _cluster(tmp_path, "p9-x900.48xlarge")
+    assert list((tmp_path / "lake").glob("attribution_rollup/source=*/billing_period=*/*.parquet"))
+    assert _attributed(path)[0] == {"j1": Decimal(80), "unallocated": Decimal(80)}
+    monkeypatch.setitem(GPU_INSTANCE_TYPES, "p9-x900.48xlarge", 8)
+    assert _attributed(path) == ({"j1": Decimal(40), "idle": Decimal(120)}, [])

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from service.core.config_base import NestedValueError, Strict
-from service.core.config_clusters import JOB_MATCH_FIELDS, ClustersConfig, job_dimension_tags
+from service.core.config_clusters import JOB_MATCH_FIELDS, ClustersConfig, gpu_table_digest, job_dimension_tags
 from service.core.folding import composed, folded
 
 # What a virtual-tag rule or a shared-cost rule may match on → canonical cost column.
@@ -189,5 +189,8 @@ class AttributionConfig(Strict):
         return tuple(order)
 
     def fingerprint(self) -> str:
-        """Changes whenever anything that decides attribution changes."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        """Changes whenever anything that decides attribution changes: the config, and with
+        `clusters:` the built-in GPU table it sizes instances by (a type added or corrected there
+        recomputes the stored rollups as an edit of `gpus_per_instance` does)."""
+        table = gpu_table_digest() if self.clusters is not None else ""
+        return hashlib.sha256((self.model_dump_json() + table).encode()).hexdigest()[:16]

@@ -7,6 +7,8 @@ it turns allocation on and adds the job dimensions; absent, attribution is what 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from decimal import Decimal
 
 from pydantic import Field, field_validator
@@ -74,6 +76,12 @@ GPU_INSTANCE_TYPES: dict[str, int] = {
 # B300 were found only in third-party listings, with AWS's P6 family naming the type. Not the NC A10
 # v4 sizes: an A10 size may hold part of a GPU; their instances are warned of instead
 # (service/attribution/instance_checks.py).
+
+
+def gpu_table_digest() -> str:
+    """What a config with `clusters:` folds into its fingerprint (AttributionConfig.fingerprint):
+    the stored rollups were sized by the built-in table, so a change to it makes them stale."""
+    return hashlib.sha256(json.dumps(GPU_INSTANCE_TYPES, sort_keys=True).encode()).hexdigest()
 
 
 def job_dimension_tags(cluster_tag: str | None) -> dict[str, tuple[str, ...]]:
