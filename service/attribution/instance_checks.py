@@ -27,6 +27,7 @@ from service.attribution.allocation_placement import instance_key
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.sql import MEASURES
 from service.core.config_clusters import ClustersConfig
+from service.core.folding import folded
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 from service.core.units import amounts_text
@@ -53,7 +54,7 @@ _JOB_IDS = (
     f"SELECT trim(cluster) AS cluster, job_id, gpus / len(instance_ids) AS g, {instance_key('iid')} AS k FROM ("
     "SELECT cluster, job_id, gpus, instance_ids, unnest(instance_ids) AS iid FROM jobs "
     "WHERE coalesce(len(instance_ids), 0) > 0 AND gpus > 0 AND start_time < $until "
-    "AND coalesce(end_time, $until) > $since) AS ids")
+    "AND coalesce(end_time, $until) > $since AND ($run IS NULL OR lower(trim(run_id)) = $run)) AS ids")
 _UNBILLED_SQL = (
     f"SELECT cluster, count(DISTINCT job_id), count(DISTINCT k), list(DISTINCT k ORDER BY k)[1:{SHOWN_IDS}] "
     f"FROM ({_JOB_IDS}) AS ids WHERE NOT list_contains($billed, k) GROUP BY cluster ORDER BY cluster NULLS LAST")
@@ -94,20 +95,22 @@ class UnbilledIds:
 
 
 def instance_warnings(con: duckdb.DuckDBPyConnection, clusters: ClustersConfig | None, has_jobs: bool, window: Window,
-                      cost: str, data_through: datetime | None, snapshot: Snapshot | None = None) -> tuple[str, ...]:
+                      cost: str, data_through: datetime | None, snapshot: Snapshot | None = None,
+                      run: str | None = None) -> tuple[str, ...]:
     """The warnings of the window's instances, read on `con` (an answer's connection with the
     `costs` view, and `jobs` when `has_jobs`); none without `clusters`. Jobs are asked of only
     up to `data_through` (the bill's end: later hours have no instance lines yet) and within the
     span the window's instance lines bill. `snapshot`: the one `con` reads, by which the
-    warnings are kept (None: not kept)."""
+    warnings are kept (None: not kept). `run`: of one run's story, its jobs' ids alone."""
     if clusters is None:
         return ()
-    key = _kept_key(clusters, has_jobs, window, cost, data_through, snapshot)
+    run = folded(run) if run else None
+    key = _kept_key(clusters, has_jobs, window, cost, data_through, snapshot, run)
     with _KEPT:
         if key is not None and key in _CHECKED:
             _CHECKED.move_to_end(key)
             return _CHECKED[key]
-    found = _checked(con, clusters, has_jobs, window, cost, data_through)
+    found = _checked(con, clusters, has_jobs, window, cost, data_through, run)
     if key is not None:
         with _KEPT:  # the service's requests run in threads
             _CHECKED[key] = found
@@ -117,7 +120,7 @@ def instance_warnings(con: duckdb.DuckDBPyConnection, clusters: ClustersConfig |
 
 
 def _checked(con, clusters: ClustersConfig, has_jobs: bool, window: Window, cost: str,
-             data_through: datetime | None) -> tuple[str, ...]:
+             data_through: datetime | None, run: str | None) -> tuple[str, ...]:
     since, until = (moment.replace(tzinfo=None) for moment in (window.since, window.until))
     rows = con.execute(_INSTANCES_SQL.format(cost=MEASURES[cost]), {"since": since, "until": until}).fetchall()
     known = set(clusters.gpu_table()) | {name.strip().lower() for name in clusters.gpus_per_instance}
@@ -134,12 +137,12 @@ def _checked(con, clusters: ClustersConfig, has_jobs: bool, window: Window, cost
     if unsized:
         of_type = {row[0]: row[1] for row in rows if row[1] in unsized}
         assumed = dict(con.execute(_ASSUMED_SQL, {"keys": list(of_type), "types": list(of_type.values()),
-                                                  "since": since, "until": until}).fetchall())
+                                                  "since": since, "until": until, "run": run}).fetchall())
     # the jobs of the hours the instance lines bill, up to the bill's end
     start = max(since, min(row[4] for row in rows))
     end = min(until, max(row[5] for row in rows), *([data_through.replace(tzinfo=None)] if data_through else []))
     unbilled = [UnbilledIds(*row[:3], tuple(row[3])) for row in con.execute(
-        _UNBILLED_SQL, {"billed": keys, "since": start, "until": end}).fetchall()] if start < end else []
+        _UNBILLED_SQL, {"billed": keys, "since": start, "until": end, "run": run}).fetchall()] if start < end else []
     return (*(UnsizedType(name, _summed(amounts), _gpus(assumed.get(name))).text() for name, amounts in unsized.items()),
             *(ids.text() for ids in unbilled))
 
@@ -163,7 +166,7 @@ CHECKS_KEPT = 64
 
 
 def _kept_key(clusters: ClustersConfig, has_jobs: bool, window: Window, cost: str, data_through: datetime | None,
-              snapshot: Snapshot | None) -> tuple | None:
+              snapshot: Snapshot | None, run: str | None) -> tuple | None:
     if snapshot is None or any(check.entry is None for check in snapshot.checks):
         return None
     jobs = snapshot.tables.get(JOBS_TABLE, ())
@@ -172,4 +175,4 @@ def _kept_key(clusters: ClustersConfig, has_jobs: bool, window: Window, cost: st
     return (tuple((check.path, check.entry.delivery_id, check.entry.ingested_at, check.entry.rows)
                   for check in snapshot.checks),
             tuple((pin.path, pin.digest, repr(pin.record)) for pin in jobs) if has_jobs else (),
-            tuple(sorted(clusters.gpu_table().items())), window.since, window.until, cost, data_through)
+            tuple(sorted(clusters.gpu_table().items())), window.since, window.until, cost, data_through, run)

@@ -191,7 +191,8 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
                    states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
                    warnings=(*warned, *instance_warnings(session.con, config.clusters, lake.has_table(JOBS_TABLE),
-                                                         query.window, query.cost, max(ends, default=None), snapshot)),
+                                                         query.window, query.cost, max(ends, default=None), snapshot,
+                                                         query.run)),
                    notes=noted,
                    idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con, snapshot=snapshot)))
 
