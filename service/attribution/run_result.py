@@ -97,7 +97,8 @@ class RunsResult:
     idle_rules: tuple[IdleRule, ...] = ()  # the job-field rules no job of the window meets (job_rules.py)
     no_clusters: bool = False  # the config has no `clusters:`: no run, NO_CLUSTERS says why (`notes` in JSON)
     # what of the eval runs' cost no row's eval_cost holds (run_evals.unshown): stderr and the JSON's `notes`
-    warnings: tuple[str, ...] = ()  # a parent_run that no run of the window is
+    # a parent_run that no run of the window is; what the allocation assumes of the window's instances
+    warnings: tuple[str, ...] = ()  # (instance_checks.py: GPU types the table lacks, instance ids no bill holds)
     notes: tuple[str, ...] = ()  # an eval in a currency its run has no row in; an eval run naming itself
     # the lake state the rows were read in: the job records its warnings read (AttributionResult.read_in)
     read_in: Snapshot | None = field(default=None, compare=False, repr=False)
