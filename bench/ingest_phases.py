@@ -6,8 +6,15 @@ Prints, per phase, wall seconds and CPU seconds of every thread (`getrusage`): t
 (`stage_parts`: DuckDB's scan, canonical SELECT and Arrow export, and the writer thread), the
 ledger entry (its sums and SHA-256), the rollups and metric tops, and the whole; and, inside
 the staging, the writer thread's own CPU (`time.thread_time`) and how long the reading thread
-waited for it. Use a fresh lake (C's) each run: an unchanged delivery is not staged again.
+waited for it. Use a fresh lake (C's) each run: an unchanged delivery is not staged again. A copy
+check's staging (service.ingest.row_copies, on look-alike files only) is not among the phases.
 The ingest_bench.py export of a layout, with its config, is the usual input.
+
+    python bench/ingest_phases.py --floor FILE.csv
+
+instead reads one CSV with DuckDB alone, no SQL of ours: its scan as text (`count(*)`), then the
+scan with its Arrow export (`SELECT *` drained in batches of the stager's size): what staging pays
+before its canonical SELECT and the Parquet writer.
 """
 
 from __future__ import annotations
@@ -85,11 +92,31 @@ def report() -> None:
     print(f"{'whole':24} {time.perf_counter() - STARTED:7.2f} s wall {cpu_seconds():7.2f} CPU s", file=sys.stderr)
 
 
+def floor(path: str) -> None:
+    """DuckDB's own text scan of `path`, then the scan with its Arrow export, CPU s each."""
+    import duckdb
+
+    for what, drain in (("scan as text, count(*)", lambda rel: rel.aggregate("count(*)").fetchall()),
+                        ("scan and Arrow export", lambda rel: sum(b.num_rows for b in rel.to_arrow_reader(
+                            staging.BATCH_ROWS)))):
+        con = duckdb.connect()
+        con.execute("SET preserve_insertion_order = false")
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        drain(con.read_csv(path, all_varchar=True))
+        print(f"{what:24} {time.perf_counter() - wall:7.2f} s wall {cpu_seconds() - cpu:7.2f} CPU s", file=sys.stderr)
+        con.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True)
+    parser.add_argument("--config")
+    parser.add_argument("--floor", metavar="CSV", help="DuckDB alone over one CSV: the scan, then with its Arrow export")
     parser.add_argument("rest", nargs="*", help="spendlake's ingest arguments (after --)")
     args = parser.parse_args()
+    if args.floor:
+        return floor(args.floor)
+    if not args.config:
+        parser.error("--config or --floor is needed")
     for module, name in PHASES:
         timed(module, name)
     timed_writer()

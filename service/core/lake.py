@@ -331,11 +331,8 @@ class Lake:
         """Pending entries of a commit that did not finish: recorded where their file is in
         place, dropped where it is not. Call only while holding the ingest lock."""
         state = self.ledger_state()
-        if not state.pending:
-            return
-        placed = with_replaced(state.entries, [e for e in state.pending
-                                               if quick_check(self.partition_file("costs", self._cost_key(e)), e).ok])
-        self._write_ledger([e for e in state.entries if e.key not in {p.key for p in placed}] + placed, [])
+        if state.pending:
+            self._write_ledger(described_entries(self, state), [])
 
     def record(self, new_entries: Sequence[LedgerEntry]) -> None:
         keys = {e.key for e in new_entries}

@@ -41,7 +41,7 @@ from service.core.errors import duckdb_error
 from service.core.files import listed
 from service.core.integrity import (PartitionCheck, deep_check, partition_error, quick_check, sha256_file,
                                     with_verify_findings)
-from service.core.ledger import LedgerEntry, LedgerState
+from service.core.ledger import LedgerEntry, LedgerState, with_replaced
 from service.core.snapshot_pins import Pinned, pin_tables
 
 
@@ -132,14 +132,18 @@ def described_entries(lake: LakeFiles, state: LedgerState) -> list[LedgerEntry]:
     """The ledger's entries as the files in place describe them: where a commit announced an
     entry (pending) and placed its file but has not recorded it (it is between the two, or died
     there), the pending entry, which every read of the lines goes by (check_partitions); else the
-    committed one. So `status`, the report's bills and the lines' answers tell one bill."""
+    committed one, carrying what it replaced as its record will (ledger.with_replaced). So `status`,
+    the report's bills and the lines' answers tell one bill, and the next ingest records the same
+    (Lake.settle)."""
     entries = {e.key: e for e in state.entries}
+    placed = []
     for entry in state.pending:
         path = lake.partition_file("costs", [("source", entry.source), ("billing_period", entry.billing_period)])
         candidates = [e for e in (entries.get(entry.key), entry) if e is not None]
         sound = _which(path, [c for c in (quick_check(path, e) for e in candidates) if c.ok])
         if sound is not None and sound.entry is entry:
-            entries[entry.key] = entry
+            placed.append(entry)
+    entries.update((e.key, e) for e in with_replaced(state.entries, placed))
     return list(entries.values())
 
 
