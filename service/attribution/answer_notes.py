@@ -18,7 +18,7 @@ from service.attribution.api import attribute_query
 from service.attribution.compute import period_span
 from service.attribution.job_rules import idle_job_rules
 from service.attribution.node_sharing import shared_nodes
-from service.attribution.query import AttributionQuery, Naming, cli_option
+from service.attribution.query import AttributionQuery, Naming, cli_option, typed
 from service.attribution.result import AttributionResult
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
@@ -44,6 +44,7 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
         notes.append(f"{outside_the_data(lake, result.previous, 'the previous window')}; {naming('compare')} "
                      "shows it as 0")
     notes += ending_inside(result)
+    notes += result.run_notes
     lacking = lacking_cost(lake, query.cost, result.window)
     if lacking:
         other = "effective" if query.cost == "billed" else "billed"
@@ -76,12 +77,6 @@ def ending_inside(result: AttributionResult) -> list[str]:
             f"data runs through {minute_text(end)} UTC)"
             for name, moment in result.sources if moment is not None and end is not None and moment < end
             and window.since < moment < window.until]
-
-
-def typed(naming: Naming, name: str, value: str) -> str:
-    """`--cost effective` as the command line spells an option with its value, `cost=effective` as a URL."""
-    option = naming(name)
-    return f"{option}{' ' if option.startswith('-') else '='}{value}"
 
 
 def lacking_cost(lake: Lake, cost: str, window: Window | None = None) -> list[str]:

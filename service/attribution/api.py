@@ -74,8 +74,9 @@ from service.attribution.job_how import job_how
 from service.attribution.job_rules import idle_job_rules
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.needs import Needs, loosely
-from service.attribution.query import AttributionQuery, reserved_runs, window_at
+from service.attribution.query import AttributionQuery, Naming, cli_option, reserved_runs, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
+from service.attribution.run_cost_notes import asks_effective, run_cost_notes
 from service.attribution.rollup_build import ROLLUP_GRACE, RollupBuild, build_rollups
 from service.attribution.sessions import engine_of, read_sessions, sql_dims
 from service.core.config import Config, EngineConfig, attribution_of
@@ -134,15 +135,21 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
 
 def attribute_query(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery,
                     engine: EngineConfig | None = None, job_rules: bool = False,
-                    snapshot: Snapshot | None = None) -> AttributionResult:
+                    snapshot: Snapshot | None = None, naming: Naming = cli_option) -> AttributionResult:
     """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it.
     `job_rules`: with the job-field rules of `query.by` no job record meets and what the allocation
     assumes of the window's instances (instance_checks.py), checked on the answer's own connection
-    (AttributionResult.idle_rules, instance_warnings; DuckDB's), for with_notes to warn of;
+    (AttributionResult.idle_rules, instance_warnings; DuckDB's), for with_notes to warn of, and, by
+    run, why its runs may read $0 (run_cost_notes.py, options spelt as `naming` spells them);
     `snapshot`: as `attribute`'s."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
-    needs = Needs(_dims(config, query.by, query.where, query.explain), (query.cost,), hows=query.explain,
+    # by run, its note reads the cluster of each part and, of a billed answer, its effective cost
+    noted = job_rules and "run" in query.by and config.clusters is not None
+    dims = _dims(config, query.by, query.where, query.explain)
+    needs = Needs(tuple(dict.fromkeys([*dims, "cluster"])) if noted else dims,
+                  (query.cost, "effective") if noted and asks_effective(config, query.cost) else (query.cost,),
+                  hows=query.explain,
                   where=tuple(query.where.items()))
 
     def answer(session: RollupSession | None) -> AttributionResult | None:
@@ -153,7 +160,8 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
         return replace(result, idle_rules=tuple(idle_job_rules(lake, config, result.window, query.by, con=session.con,
                                                                snapshot=session.snapshot)),
                        instance_warnings=instance_warnings(session.con, config.clusters, has_jobs, result.window,
-                                                           query.cost, result.data_through, session.snapshot))
+                                                           query.cost, result.data_through, session.snapshot),
+                       run_notes=run_cost_notes(session, config, result.window, query.cost, naming) if noted else ())
 
     # A period without a stored rollup is rolled up from the lines `where` can match; when that
     # cannot show the answer as every line would (a suggestion, a spelling), from every line.

@@ -36,6 +36,12 @@ def api_parameter(name: str) -> str:
     return name
 
 
+def typed(naming: Naming, name: str, value: str) -> str:
+    """`--cost effective` as the command line spells an option with its value, `cost=effective` as a URL."""
+    option = naming(name)
+    return f"{option}{' ' if option.startswith('-') else '='}{value}"
+
+
 @dataclass(frozen=True)
 class AttributionQuery:
     window: Window

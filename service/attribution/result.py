@@ -90,6 +90,9 @@ class AttributionResult:
     # what the allocation assumes of the window's instances (instance_checks.py), checked with the
     # idle rules on the answer's connection (empty when not: with_notes opens no other to check)
     instance_warnings: tuple[str, ...] = ()
+    # by run: why its runs may read $0 (a Savings Plan's, a Capacity Block's hours), read on the
+    # answer's own connection (attribute_query's job_rules; run_cost_notes.py); with_notes says them
+    run_notes: tuple[str, ...] = ()
 
     @property
     def data_through(self) -> datetime | None:

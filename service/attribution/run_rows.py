@@ -64,6 +64,7 @@ from service.attribution.job_rules import idle_job_rules
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, window_at
+from service.attribution.run_cost_notes import asks_effective, run_cost_notes
 from service.attribution.run_evals import by_parent, naming, unshown
 from service.attribution.run_grouping import arranged, kept_by_state, state_noted
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
@@ -97,8 +98,10 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
         return RunsResult(replace(query, window=window), (), (), sources=tuple(billing_data_through(lake).items()),
                           no_clusters=True)
     config = with_clusters(config)
+    # a billed answer reads effective cost too: its note (run_cost_notes.py)
+    measures = (query.cost, "effective") if asks_effective(config, query.cost) else (query.cost,)
     return held_sessions(lake, config, lambda snapshot, session: _runs(lake, snapshot, session, config, query, rules),
-                         Needs(usage_dims(config), (query.cost,), allocates=True))  # idle shares, a run's story
+                         Needs(usage_dims(config), measures, allocates=True))  # idle shares, a run's story
 
 
 def run_window(lake: Lake, run: str, naming: Naming = cli_option, snapshot: Snapshot | None = None,
@@ -188,6 +191,7 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     for row in kept:
         shown[folded(row.run)].add(row.currency)
     warned, noted = unshown(usage.evals, {folded(row.run): row.run for row in rows}, shown, query.run is None)
+    noted += run_cost_notes(session, config, query.window, query.cost, query.naming)
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
                    states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
                    warnings=(*warned, *instance_warnings(session.con, config.clusters, lake.has_table(JOBS_TABLE),

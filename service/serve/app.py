@@ -246,7 +246,8 @@ class Api:
             granularity=one(query, "granularity"), top=one(query, "top"), compare=flag(query, "compare"),
             explain=flag(query, "explain"),
             now=self.clock(), end=data_end(self.lake), naming=api_parameter)
-        answer = attribute_query(self.lake, self.config, parsed, job_rules=True)  # the job rules on its connection
+        answer = attribute_query(self.lake, self.config, parsed, job_rules=True,  # the job rules on its connection
+                                 naming=api_parameter)
         result = with_notes(self.lake, self.config, parsed, answer, naming=api_parameter)
         return json_response(200, self.unpathed.notes(noted(result.to_json(), no_bill_note(self.lake, result))))
 

@@ -26,11 +26,11 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from service.attribution import (UNFINISHED, ClusterCost, RunsQuery, attribute, cluster_totals, cluster_usage,
-                                 lacking_cost, runs)
+                                 cost_apart, effective_differs, lacking_cost, runs)
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
-from service.core.units import cents, shown_money, titled
+from service.core.units import titled
 from service.report.chart_currency import chart_currency, left_out_note
 from service.report.model import Chart, Column, Section, Table
 from service.report.shares import share_notes, share_pct
@@ -61,7 +61,7 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     without = held_by(lacking_cost(lake, "effective", month), usage.partitions) if asked else []
     both = frozenset(p for p in usage.partitions if f"{p[0]} {p[1]}" not in without)
     amortized = effective_apart(config, lake, month, usage.clusters, both if without else None) \
-        if asked and differing(lake, both) else ""
+        if asked and effective_differs(lake, both) else ""
     # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
     unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
     del usage
@@ -94,35 +94,16 @@ def held_by(deliveries: list[str], partitions: frozenset[tuple[str, str]]) -> li
     return [delivery for delivery in deliveries if delivery in held]
 
 
-def differing(lake: Lake, partitions: frozenset[tuple[str, str]]) -> bool:
-    """Whether one of these bills has an effective cost other than its billed in a currency."""
-    return any(e.key in partitions and any(t.effective_cost is not None and t.effective_cost != t.billed_cost
-                                           for t in e.totals) for e in lake.ledger())
-
-
 def effective_apart(config: Config, lake: Lake, month: Window, billed: tuple[ClusterCost, ...],
                     partitions: frozenset[tuple[str, str]] | None = None) -> str:
-    """Per currency where the clusters' instances' effective cost over `month` differs from their
-    `billed` (cluster_usage's clusters) by a cent or more: 'is $130.00 where they are billed $80.00
-    ($50.00 more: ...)'; '' where none does (a bill's other lines differ, not theirs). With
+    """Where the clusters' instances' effective cost over `month` differs from their `billed`
+    (cluster_usage's clusters) by a cent or more: 'is $130.00 where they are billed $80.00 ($50.00
+    more: ...)' (cost_apart); '' where none does (a bill's other lines differ, not theirs). With
     `partitions` (the bills holding them that have both costs, where another lacks effective) both
     are of those bills' lines alone, `billed` read again."""
     if partitions is not None:
         billed = cluster_totals(lake, config, month, cost="billed", partitions=partitions)
-    effective = cluster_totals(lake, config, month, cost="effective", partitions=partitions)
-    sums: dict[str | None, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO])
-    for index, clusters in enumerate((billed, effective)):
-        for cluster in clusters:
-            sums[cluster.currency][index] += cluster.cost
-    said = []
-    for currency, (was, now) in sorted(sums.items(), key=lambda kv: kv[0] or ""):
-        if cents(now, currency) == cents(was, currency):
-            continue
-        why = ("a Savings Plan or reservation covers hours billed $0 here" if now > was else
-               "effective cost spreads what they are billed over other lines or months: an upfront fee, a discount")
-        said.append(f"is {shown_money(now, currency)} where they are billed {shown_money(was, currency)} "
-                    f"({shown_money(abs(now - was), currency)} {'more' if now > was else 'less'}: {why})")
-    return "; ".join(said)
+    return cost_apart(billed, cluster_totals(lake, config, month, cost="effective", partitions=partitions))
 
 
 # which cost the section shows, and how to ask for the other (module docstring)
