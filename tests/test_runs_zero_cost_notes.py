@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import date
 from urllib.parse import parse_qs
 
 import yaml
@@ -15,6 +16,8 @@ from click.testing import CliRunner
 
 from service.cli.main import cli
 from service.core.config import load_config
+from service.core.lake import Lake
+from service.report.sections.clusters import clusters_section
 from tests.test_service_http import api_for
 
 COLUMNS = ("BilledCost", "EffectiveCost", "ListCost", "BillingCurrency", "BillingPeriodStart", "BillingPeriodEnd",
@@ -132,3 +135,14 @@ def test_attribute_by_run_says_both_on_stderr_and_the_api_in_its_notes(tmp_path)
         "/api/v1/attribute", parse_qs("since=2026-11-01&by=run"), None).body)
     assert served["notes"] == [BLOCK_NOTE.format(cost="billed"), SP_NOTE.format(option="cost=effective")]
     assert json.loads(run(config, "attribute", "--check").stdout)[0]["ok"] is True
+
+
+def test_the_reports_note_gives_a_savings_plan_used_whole_whose_bill_totals_are_alike(tmp_path):
+    # the fee billed $60 and effective 0, the hour it covers billed 0 and effective $60: the bill's totals are
+    # alike (812.08 both in break53b's s1), which the report's ledger check read as nothing to say
+    config = load_config(lake_of(tmp_path, [ON_DEMAND, *SAVINGS_PLAN, *SPOT_AND_UNSIZED]))
+    [section] = clusters_section(config, Lake(config.lake), date(2026, 11, 2), 10)
+    assert section.note.endswith(
+        " The clusters' instances' effective (amortized) cost this month is $312.08 where they are billed $252.08 "
+        "($60.00 more: a Savings Plan or reservation covers hours billed $0 here); `report.clusters_cost: effective` "
+        "shows each run its share of the commitment."), section.note

@@ -10,8 +10,6 @@ its modules (tests/test_layout.py):
   the answer and its JSON contract, with how far the data it read reaches);
 - `with_notes`, `outside_the_data`, `lacking_cost`: what an answer's rows do not say by themselves, in words, for
   the CLI to print and the JSON of both front ends to carry (service/attribution/answer_notes.py);
-- `effective_differs`, `cost_apart`: whether a bill's effective cost differs from its billed, and the
-  clusters' instances' two costs in words (run_cost_notes.py: the notes of runs that read $0; the report's too);
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
@@ -65,7 +63,6 @@ _MODULES = {
     "answer_notes": ("lacking_cost", "no_bill_note", "outside_the_data", "runs_outside_the_data",
                      "runs_past_the_data", "with_notes"),
     "reconciliation": ("Reconciliation", "reconcile"),
-    "run_cost_notes": ("cost_apart", "effective_differs"),
     "resources": ("attribute_resources",),
     "result": ("AttributionResult", "AttributionRow", "Contribution"),
     "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_totals", "cluster_usage"),

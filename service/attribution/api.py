@@ -161,7 +161,7 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
                                                                snapshot=session.snapshot)),
                        instance_warnings=instance_warnings(session.con, config.clusters, has_jobs, result.window,
                                                            query.cost, result.data_through, session.snapshot),
-                       run_notes=run_cost_notes(session, config, result.window, query.cost, naming) if noted else ())
+                       run_notes=run_cost_notes(session, config, result.window, query.cost, naming)[0] if noted else ())
 
     # A period without a stored rollup is rolled up from the lines `where` can match; when that
     # cannot show the answer as every line would (a suggestion, a spelling), from every line.

@@ -17,7 +17,7 @@ on the answer's own connection: `spendlake runs` and `attribute --by run` say th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from decimal import Decimal
 
 from service.attribution.clusters import ClusterCost
@@ -25,7 +25,6 @@ from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.query import Naming, typed
 from service.attribution.window_sql import INSIDE, OVERLAPS
 from service.core.config_attribution import AttributionConfig
-from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.units import cents, shown_money
 
@@ -61,14 +60,6 @@ GROUP BY ALL HAVING sum(BilledCost) > 0 ORDER BY block
 """
 
 
-def effective_differs(lake: Lake, partitions: Collection[tuple[str, str]] | None = None) -> bool:
-    """Whether one of the lake's bills (of `partitions`) has an effective cost other than its billed
-    in a currency (its ledger totals: a Savings Plan used whole leaves them alike, asks_effective)."""
-    return any((partitions is None or e.key in partitions)
-               and any(t.effective_cost is not None and t.effective_cost != t.billed_cost for t in e.totals)
-               for e in lake.ledger())
-
-
 def cost_apart(billed: Iterable[ClusterCost], effective: Iterable[ClusterCost]) -> str:
     """Per currency where the clusters' `effective` cost differs from their `billed` by a cent or
     more: 'is $130.00 where they are billed $80.00 ($50.00 more: ...)'; '' where none does."""
@@ -95,28 +86,28 @@ def asks_effective(config: AttributionConfig, cost: str) -> bool:
 
 
 def run_cost_notes(session: RollupSession, config: AttributionConfig, window: Window, cost: str,
-                   naming: Naming) -> tuple[str, ...]:
+                   naming: Naming) -> tuple[tuple[str, ...], str]:
     """The notes (module docstring) of runs of `window` read at `cost` on `session`, whose rollup
-    holds the cluster and run dimensions and, where `asks_effective`, effective cost."""
-    notes = [_capacity_blocks(session, window, cost)]
-    if asks_effective(config, cost):
-        notes.append(_commitments(session, config, window, naming))
-    return tuple(note for note in notes if note)
+    holds the cluster and run dimensions and, where `asks_effective`, effective cost; and how the
+    clusters' instances' effective cost there differs from their billed (`effective_apart`)."""
+    apart = effective_apart(session, config, window) if asks_effective(config, cost) else ""
+    notes = [_capacity_blocks(session, window, cost), apart and (
+        f"the clusters' instances' effective (amortized) cost in the window {apart}: the commitment's fee is its own "
+        f"line, on no run; {typed(naming, 'cost', 'effective')} shows each run its share of it")]
+    return tuple(note for note in notes if note), apart
 
 
-def _commitments(session: RollupSession, config: AttributionConfig, window: Window, naming: Naming) -> str:
-    """'the clusters' instances' effective (amortized) cost in the window is $X where they are
-    billed $Y…', of the bills that have both costs (an Azure actual-cost export has no effective:
-    its 0 would read as a discount), or ''."""
+def effective_apart(session: RollupSession, config: AttributionConfig, window: Window) -> str:
+    """Where the clusters' instances' effective cost in the window differs from their billed, of
+    the bills that have both (an Azure actual-cost export has no effective: its 0 would read as a
+    discount): 'is $130.00 where they are billed $80.00 ($50.00 more: ...)' (cost_apart), or ''."""
     lacking = [f"{e.source}\x1f{e.billing_period}" for e in session.ledger_entries() if e.lacks("effective")]
     params = {"since": window.since.replace(tzinfo=None), "until": window.until.replace(tzinfo=None),
               "cluster": config.dimensions["cluster"].default, "run": config.dimensions["run"].default,
               "lacking": lacking}
     costs = [(ClusterCost("", currency, billed, ZERO), ClusterCost("", currency, effective, ZERO))
              for currency, billed, effective in session.con.execute(PLACED_COSTS, params).fetchall()]
-    said = cost_apart([billed for billed, _ in costs], [effective for _, effective in costs])
-    return (f"the clusters' instances' effective (amortized) cost in the window {said}: the commitment's fee is its "
-            f"own line, on no run; {typed(naming, 'cost', 'effective')} shows each run its share of it") if said else ""
+    return cost_apart([billed for billed, _ in costs], [effective for _, effective in costs])
 
 
 def _capacity_blocks(session: RollupSession, window: Window, cost: str) -> str:

@@ -99,7 +99,11 @@ class RunsResult:
     # what of the eval runs' cost no row's eval_cost holds (run_evals.unshown): stderr and the JSON's `notes`
     # a parent_run that no run of the window is; what the allocation assumes of the window's instances
     warnings: tuple[str, ...] = ()  # (instance_checks.py: GPU types the table lacks, instance ids no bill holds)
-    notes: tuple[str, ...] = ()  # an eval in a currency its run has no row in; an eval run naming itself
+    # an eval in a currency its run has no row in; an eval run naming itself; why runs read $0 (run_cost_notes.py)
+    notes: tuple[str, ...] = ()
+    # billed: how the clusters' instances' effective cost in the window differs from their billed,
+    # 'is $130.00 where they are billed $80.00 (...)', '' where it does not (the report's note)
+    amortized: str = ""
     # the lake state the rows were read in: the job records its warnings read (AttributionResult.read_in)
     read_in: Snapshot | None = field(default=None, compare=False, repr=False)
 

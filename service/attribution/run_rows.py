@@ -191,13 +191,13 @@ def _runs(lake: Lake, snapshot: Snapshot, session: RollupSession | None, config:
     for row in kept:
         shown[folded(row.run)].add(row.currency)
     warned, noted = unshown(usage.evals, {folded(row.run): row.run for row in rows}, shown, query.run is None)
-    noted += run_cost_notes(session, config, query.window, query.cost, query.naming)
+    said, amortized = run_cost_notes(session, config, query.window, query.cost, query.naming)
     return replace(arranged(query, kept, usage.overbooked), sources=tuple(through.items()), clusters=usage.clusters,
                    states_left_out=left_out, story=state_noted(story, query, rows, kept), read_in=snapshot,
                    warnings=(*warned, *instance_warnings(session.con, config.clusters, lake.has_table(JOBS_TABLE),
                                                          query.window, query.cost, max(ends, default=None), snapshot,
                                                          query.run)),
-                   notes=noted,
+                   notes=noted + said, amortized=amortized,
                    idle_rules=tuple(idle_job_rules(lake, config, query.window, con=session.con, snapshot=snapshot)))
 
 

@@ -7,8 +7,8 @@ Every number comes from the allocation that `spendlake attribute`, `spendlake ru
 runs`, the demo's top runs and /metrics' run and cluster figures show it, so a run reads one cost
 wherever it is read. A node on a Savings Plan or reservation is billed 0 for its hours (the
 commitment's fee is its own line, on no run): where the clusters' instances' effective (amortized)
-cost this month differs from their billed (their own lines, read at both costs only where a bill
-holding them has two), the note gives both and names `report.clusters_cost: effective`, which
+cost this month differs from their billed (their own parts, read at both costs beside the top
+runs: service/attribution/run_cost_notes.py), the note gives both and names `report.clusters_cost: effective`, which
 shows each run its share of the commitment (`spendlake runs --cost effective`); a bill holding
 them without effective cost (an Azure actual-cost export) is named and left out of both figures.
 Effective is
@@ -25,8 +25,7 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
-from service.attribution import (UNFINISHED, ClusterCost, RunsQuery, attribute, cluster_totals, cluster_usage,
-                                 cost_apart, effective_differs, lacking_cost, runs)
+from service.attribution import UNFINISHED, RunsQuery, RunsResult, attribute, cluster_usage, lacking_cost, runs
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
@@ -56,17 +55,18 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
     names = {c.cluster for c in usage.clusters}
     # shown billed as asked (the default): the clusters' own lines at both costs over the month, of the bills
-    # holding them that have both (`without`: those lacking effective), read only where one of those has two
+    # holding them that have both (`without`: those lacking effective)
     asked = cost == "billed" and not lacking
     without = held_by(lacking_cost(lake, "effective", month), usage.partitions) if asked else []
-    both = frozenset(p for p in usage.partitions if f"{p[0]} {p[1]}" not in without)
-    amortized = effective_apart(config, lake, month, usage.clusters, both if without else None) \
-        if asked and effective_differs(lake, both) else ""
     # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
     unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
     del usage
+    ranked = runs(lake, config, RunsQuery(month, top=top, cost=cost))
+    # the clusters' instances' effective cost apart from their billed, of the bills that have both
+    # (run_cost_notes.py: read beside the runs, whatever the bills' totals)
+    amortized = ranked.amortized if asked else ""
     by_type, chart = job_type_days(config, lake, trend, names, cost)
-    tables = [top_runs(config, lake, month, top, cost), unfinished, idle, by_type]
+    tables = [runs_table(ranked, top), unfinished, idle, by_type]
     note = (f"Billed cost of the clusters' instances: {', '.join(lacking)}, holding them, delivered no effective "
             f"(amortized) cost, which would count as 0, so billed is shown for all (a node on a Savings Plan or "
             f"reservation is billed $0 for its hours); placed on jobs by the GPU-seconds they held, what no job held "
@@ -94,18 +94,6 @@ def held_by(deliveries: list[str], partitions: frozenset[tuple[str, str]]) -> li
     return [delivery for delivery in deliveries if delivery in held]
 
 
-def effective_apart(config: Config, lake: Lake, month: Window, billed: tuple[ClusterCost, ...],
-                    partitions: frozenset[tuple[str, str]] | None = None) -> str:
-    """Where the clusters' instances' effective cost over `month` differs from their `billed`
-    (cluster_usage's clusters) by a cent or more: 'is $130.00 where they are billed $80.00 ($50.00
-    more: ...)' (cost_apart); '' where none does (a bill's other lines differ, not theirs). With
-    `partitions` (the bills holding them that have both costs, where another lacks effective) both
-    are of those bills' lines alone, `billed` read again."""
-    if partitions is not None:
-        billed = cluster_totals(lake, config, month, cost="billed", partitions=partitions)
-    return cost_apart(billed, cluster_totals(lake, config, month, cost="effective", partitions=partitions))
-
-
 # which cost the section shows, and how to ask for the other (module docstring)
 COST_NOTES = {
     "effective": "Effective (amortized) cost of the clusters' instances (`report.clusters_cost: effective`): a node "
@@ -128,7 +116,10 @@ NO_IDLE_SHARE = f"A run's idle share shows — where {WHY_NO_IDLE_SHARE}."
 
 
 def top_runs(config: Config, lake: Lake, month: Window, top: int, cost: str = "billed") -> Table:
-    result = runs(lake, config, RunsQuery(month, top=top, cost=cost))
+    return runs_table(runs(lake, config, RunsQuery(month, top=top, cost=cost)), top)
+
+
+def runs_table(result: RunsResult, top: int) -> Table:
     rows = [{"run": r.run, "team": r.values.get("team"), "project": r.values.get("project"),
              "job_type": r.values.get("job_type"), "cluster": r.values.get("cluster"), "jobs": r.jobs,
              "gpu_hours": r.gpu_hours, "state": r.state, "currency": r.currency, "cost": r.cost,
