@@ -14,6 +14,7 @@ from service.attribution.sql import MEASURES
 from service.core.config import Config, EngineConfig, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
+from service.core.line_sums import LEDGER_TOTAL, raise_if_altered
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,13 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     period, currency and cost measure, over the whole lake."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
-    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config),
+    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config, engine.kind == "duckdb"),
                          Needs(sql_dims(config, (), {})))
 
 
-def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:
+def _reconcile(session: RollupSession | None, config: AttributionConfig, local: bool) -> list[Reconciliation]:
+    """`local`: the session reads the lake's own files (DuckDB), which a difference between the
+    lines' sums and the ledger's has hashed: a file altered in place, not attribution, is named."""
     if session is None:
         return []
     dims = sql_dims(config, (), {})
@@ -58,6 +61,8 @@ def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list
                 f"SELECT source, billing_period, BillingCurrency, coalesce(sum({column}), 0) FROM costs "
                 "GROUP BY source, billing_period, BillingCurrency").fetchall():
             source[(src, period, currency)] = total
+        if local and column in LEDGER_TOTAL:
+            raise_if_altered(session.lake, session.snapshot.checks, source, column)
         attributed: dict[tuple, Decimal] = defaultdict(Decimal)
         for (_, currency, partition, _, _), amount in attributed_sums(
                 session.con, config, dims, measure, "total", None, False, per_partition=True).items():
