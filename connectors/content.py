@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from connectors.csvfile import csv_reader
 
@@ -85,6 +87,51 @@ def digest(path: Path, name: str) -> str:
         for chunk in _chunks(path):
             sha.update(chunk)
     return sha.hexdigest()
+
+
+class Digests(NamedTuple):
+    content: str  # the SHA-256 of the content
+    raw: str  # … of the bytes
+    more_than_a_line: bool  # blank lines at the content's ends aside
+
+
+def read_through(chunks: Iterable[bytes], name: str) -> Digests | None:
+    """The Digests of a file read in `chunks`, one chunk held at a time; None for a file that is no
+    gzip it says it is (the ingest's read names it)."""
+    text, raw, lines = hashlib.sha256(), hashlib.sha256(), _Lines()
+
+    def tapped() -> Iterator[bytes]:
+        for chunk in chunks:
+            raw.update(chunk)
+            yield chunk
+
+    try:
+        for chunk in normalised(tapped(), name):
+            text.update(chunk)
+            lines.read(chunk)
+    except zlib.error:
+        return None
+    return Digests(text.hexdigest(), raw.hexdigest(), lines.more)
+
+
+class _Lines:
+    """Whether a text read in chunks holds a line after its first, blank ones at its ends aside (a
+    report of a header alone holds no rows), told by its first bytes: nothing kept but three flags."""
+
+    def __init__(self) -> None:
+        self.begun = self.broken = self.more = False
+
+    def read(self, chunk: bytes) -> None:
+        if self.more:
+            return
+        if not self.begun:
+            chunk = chunk.lstrip()
+            self.begun = bool(chunk)
+        if self.begun and not self.broken:
+            end = re.search(rb"[\r\n]", chunk)
+            chunk = chunk[end.start():] if end else b""
+            self.broken = end is not None
+        self.more = self.broken and bool(chunk.strip())
 
 
 def head(raw: bytes, name: str) -> tuple[str, list[str]]:

@@ -53,11 +53,9 @@ Columns (Oracle's cost report schema) → canonical:
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import re
 import uuid
-import zlib
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 from datetime import datetime, timedelta
@@ -65,11 +63,12 @@ from pathlib import Path, PurePosixPath
 
 import duckdb
 
-from connectors import empty_costs
+from connectors import content, empty_costs
 from connectors.base import Delivery, StoredExport
 from connectors.csvfile import csv_reader, local_csv, with_a_line
 from connectors.exportfile import (Table, decimal, ident, money, open_table, rounded_away, sql_string, text,
                                    timestamp)
+from connectors.file_copies import SAME, written_first
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import SourceError, SpendlakeError, duckdb_error
@@ -85,7 +84,6 @@ REFERENCE, CORRECTION = "lineItem/referenceNo", "lineItem/isCorrection"
 BACK_REFERENCE = ("lineItem/backreferenceNo", "lineItem/backReference")
 TAG_PREFIX = "tags/"
 NOT_SET = "('', 'false', 'f', 'n', 'no', '0')"
-COPY = "the same {same} as {original} (a copy: its rows are read once)"
 RETENTION = timedelta(days=365)  # Oracle keeps cost reports one year
 
 
@@ -115,9 +113,10 @@ class OciCostConnector(StoredExport):
 
     def _without_copies(self, files: list[StoredObject]) -> list[StoredObject]:
         """The files less each holding the text of another (files of one size, or of one name but for
-        `.gz`, a `gzip -dk` beside the report, are read to tell): of files alike, the earliest written
-        is read, then the one of the shortest path (a copy is made after its original, under a longer
-        name); the others are told as copies. Reports of a header alone hold nothing twice."""
+        `.gz`, a `gzip -dk` beside the report, are read through to tell): of files alike, the
+        original is told by file_copies.written_first, Oracle's `.csv.gz` before a `.csv` written at
+        once (`gzip -dk` keeps the report's time); the others are told as copies. Reports of a
+        header alone hold nothing twice."""
         alike: dict[tuple, list[StoredObject]] = defaultdict(list)
         for obj in files:
             alike["name", obj.key.lower().removesuffix(".gz")].append(obj)
@@ -126,21 +125,18 @@ class OciCostConnector(StoredExport):
         by_text: dict[str, list[StoredObject]] = defaultdict(list)
         raw: dict[str, str] = {}  # a file read → the SHA-256 of its bytes
         for obj in {o.uri: o for group in alike.values() if len(group) > 1 for o in group}.values():
-            data = self.storage.read_bytes(obj)
-            try:
-                text = gzip.decompress(data) if obj.name.lower().endswith(".gz") else data
-            except (OSError, EOFError, zlib.error):  # damaged: read, its error names it
-                continue
-            if len(text.strip().splitlines()) > 1:
-                by_text[hashlib.sha256(text).hexdigest()].append(obj)
-                raw[obj.uri] = hashlib.sha256(data).hexdigest()
+            digests = content.read_through(self.storage.read_chunks(obj), obj.name)
+            if digests is not None and digests.more_than_a_line:  # None: a damaged gzip, left to the read
+                by_text[digests.content].append(obj)
+                raw[obj.uri] = digests.raw
         kept = [obj for obj in files if obj.uri not in raw]
         for same in by_text.values():
-            original, *others = sorted(same, key=lambda o: (o.modified or 0.0, o.key.count("/"), len(o.key), o.key))
+            original, *others = sorted(same, key=lambda o: written_first(
+                o.key, o.modified, exporters_name=o.name.lower().endswith(".gz")))
             kept.append(original)
             for copy in others:
                 self.copies[copy.uri] = original.uri
-                self.storage.passed_over[copy.uri] = COPY.format(
+                self.storage.passed_over[copy.uri] = SAME.format(
                     same="bytes" if raw[copy.uri] == raw[original.uri] else "content", original=original.uri)
         return sorted(kept, key=lambda o: o.key)
 

@@ -29,6 +29,7 @@ from service.core.files import LEDGER_FILE, hidden_folder
 
 
 CHANGED_HINT = "run ingest again when the export has finished writing it"
+CHUNK = 1024 * 1024  # what read_chunks yields at a time
 
 
 @dataclass(frozen=True)
@@ -234,33 +235,31 @@ class Storage:
         return True
 
     def read_bytes(self, obj: StoredObject) -> bytes:
-        if not self.is_s3:
-            try:
-                with self.open_local(Path(obj.uri)) as handle:
-                    return handle.read()
-            except OSError as exc:
-                raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        key = obj.uri[len(f"s3://{self.bucket}/"):]
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except (ClientError, BotoCoreError) as exc:
-            raise self._s3_error(exc, "s3:GetObject", key) from None
+        return b"".join(self.read_chunks(obj))
 
     def read_head(self, obj: StoredObject, size: int) -> bytes:
         """The object's first `size` bytes (a ranged GET on S3)."""
+        return b"".join(self.read_chunks(obj, size))
+
+    def read_chunks(self, obj: StoredObject, size: int | None = None) -> Iterator[bytes]:
+        """The object's bytes (its first `size`: a ranged GET on S3) a MiB at a time, so a file
+        read through, as a copy check hashes it, is never held whole."""
         if not self.is_s3:
             try:
                 with self.open_local(Path(obj.uri)) as handle:
-                    return handle.read(size)
+                    done = 0
+                    while chunk := handle.read(CHUNK if size is None else min(CHUNK, size - done)):
+                        done += len(chunk)
+                        yield chunk
             except OSError as exc:
                 raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
+            return
         from botocore.exceptions import BotoCoreError, ClientError
 
         key = obj.uri[len(f"s3://{self.bucket}/"):]
+        ranged = {} if size is None else {"Range": f"bytes=0-{size - 1}"}
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")["Body"].read()
+            yield from self.client.get_object(Bucket=self.bucket, Key=key, **ranged)["Body"].iter_chunks(CHUNK)
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from connectors.base import CostConnector, Delivery, OtherDataset
+from connectors.file_copies import SAME, written_first
 from connectors.file_facts import hive_partitions
 from service.core.errors import SourceError
 from service.ingest.digests import Digests
@@ -40,7 +41,6 @@ from service.ingest.digests import Digests
 # What to do about a copy rewritten beside its unchanged original (ingest fails its period; status names it).
 REWRITTEN_HINT = "delete the copy or backup, or move it out of the location (a file of its own: give it a new name)"
 
-SAME = "the same {same} as {original} (a copy: its rows are read once)"
 STALE = ("a stale copy of {original} (the same bytes when it was found, that file changed since: its rows are not "
          "read; delete the copy or copy the file again)")
 OLDER = ("{copy}: read, its rows the only ones left of {original}, gone since; but it was a stale copy of that file, "
@@ -179,7 +179,7 @@ class _Survey:
         kept: dict[tuple, str] = {}  # a stale copy first: a copy of it is a stale copy of its original
         for uri in sorted(dict.fromkeys([*alike, *unchanged]), key=lambda u: (
                 u not in stale, u not in by_manifest, u not in self.held,
-                u in were or bool((known.get(u) or {}).get("copy_of")), modified(u) or 0.0, u.count("/"), len(u), u)):
+                u in were or bool((known.get(u) or {}).get("copy_of")), *written_first(u, modified(u)))):
             kept.setdefault(self.content(uri), uri)
         originals = dict(unchanged)
         for uri in (u for u in alike if u in self.files and u not in unchanged):

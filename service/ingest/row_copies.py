@@ -8,7 +8,7 @@ and cheap print are each staged again alone for their exact print (the rows as a
 XOR and sum of a hash of what each staged row bills, row_prints.BILLED, and of the columns the
 files' Hive folder keys name), and a file of the same periods and exact print as
 another of the delivery is a copy of it. The original is the file a ledger entry holds, else the
-earliest written, else the one of the shortest path, else the first by path (as copies' are). The copy's
+first by connectors.file_copies.written_first (the earliest written, …), as copies' is. The copy's
 record in `_state/file_digests.json` (ROWS_OF) makes the run plan again without it, so every
 line, `status`'s copies record included, is a byte copy's: "skipped, the same content as …".
 The files of a connector delivering them all as one (oci-cost: files_one_delivery) are printed
@@ -28,12 +28,13 @@ from collections.abc import Callable, Collection, Sequence
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
+from connectors.file_copies import SAME, written_first
 from connectors.file_facts import hive_partitions
 from service.core.commit import StagedCosts
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
 from service.core.staging import stage_parts
-from service.ingest.copies import SAME, STALE
+from service.ingest.copies import STALE
 
 ROWS_OF = "rows_of"  # a record's key: the original whose rows the file holds
 
@@ -102,7 +103,7 @@ def found(files: Sequence[str], part_periods: Sequence[frozenset[str]], prints: 
 
 def original_first(connector: CostConnector, held: set[str]) -> Callable[[str], tuple]:
     """The order in which the original of files of the same rows comes first (see the docstring)."""
-    return lambda uri: (uri not in held, connector.listed_modified(uri) or 0.0, uri.count("/"), len(uri), uri)
+    return lambda uri: (uri not in held, *written_first(uri, connector.listed_modified(uri)))
 
 
 def _stamp(connector: CostConnector, uri: str) -> dict:
