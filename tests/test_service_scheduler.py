@@ -335,6 +335,34 @@ def test_a_retry_once_the_next_fires_date_has_come_leaves_the_report_to_that_fir
     assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 2
 
 
+def test_the_next_fires_failed_run_is_tried_again_after_the_first_delay_not_the_last_days(tmp_path):
+    """review54 item 8: the back-off was reset on success only; after a day of failures it sat at
+    DAILY_RETRY_MAX, so the next day's failed run was first tried again after an hour, not 5 minutes."""
+    now = [utc(2026, 11, 30, 7)]
+
+    def report(day):
+        raise OSError("No space left on device")
+
+    scheduler = ServiceScheduler(Lake(tmp_path / "lake"), JobMetrics(CollectorRegistry(), ["ingest", "verify", "daily"]),
+                                 Tasks(ingest=lambda: None, rules=None, daily=report, verify=lambda: None),
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: now[0],
+                                 daily_retry=timedelta(minutes=5))
+    scheduler.first_ingest.set()
+    scheduler.scheduler.start(paused=True)  # running, so each retry is planned; none fires
+    try:
+        scheduler.run_daily()
+        for _ in range(5):
+            scheduler.run_daily(retry_of=date(2026, 11, 30))
+        now[0] = utc(2026, 12, 1, 7)
+        scheduler.run_daily(retry_of=date(2026, 11, 30))  # gives way to the fire of the 1st
+        before = datetime.now(timezone.utc)
+        scheduler.run_daily()  # the fire of the 1st, failing
+        planned = scheduler.scheduler.get_job(RETRY_JOB).next_run_time - before
+    finally:
+        scheduler.scheduler.shutdown(wait=False)
+    assert timedelta(minutes=5) <= planned < timedelta(minutes=6)
+
+
 @pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False),
                                        ("2027-01-04", True)])  # recorded while the clock ran a month ahead
 def test_22_daily_due_and_a_clock_set_back_is_not_a_month_without_reports(tmp_path, done, due):

@@ -108,7 +108,7 @@ class ServiceScheduler:
         self.daily_retry = daily_retry
         self.clock_check = clock_check
         self._stopped = threading.Event()
-        self._retry_delay = daily_retry  # doubled by each failure in a row, back to daily_retry on success
+        self._retry_delay = daily_retry  # doubled by each failure in a row; reset by a fire and a success
         self.turn = threading.Lock()  # one job at a time (see the module); a scrape computing tops takes it too
         # the start-up's make-up daily run waits for the first ingest: its report then reads the
         # rollups that ingest builds (after a config change it rolled the month up in memory)
@@ -247,6 +247,8 @@ class ServiceScheduler:
                 log.info("the daily run of %s is no longer tried: the run of %s takes over (and writes its report "
                          "again once its own is written)", retry_of, run_date)
                 return
+            if retry_of is None:  # a fire's own run: its back-off starts afresh, not at the last date's hour
+                self._retry_delay = self.daily_retry
             if retry_of is None and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
                 if self._stopping(f"the report of {run_date - timedelta(days=1)}"):
