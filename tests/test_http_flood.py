@@ -103,3 +103,32 @@ def test_heavy_queries_past_the_slots_are_503_with_retry_after_and_the_rest_is_a
         release.set()
         first.join(10)
     assert get(port, "/api/v1/attribute?since=7d")[0] == 200  # the slot given back
+
+
+@pytest.mark.parametrize("token, headers, refused", [
+    ("s3cret", b"Host: localhost\r\n", 401), ("s3cret", b"Host: localhost\r\nAuthorization: Bearer wrong\r\n", 401),
+    (None, b"Host: attacker.example\r\n", 421)])  # a rebinding page, where no token guards the routes
+def test_a_request_refused_for_its_token_or_host_takes_no_query_slot(tmp_path, api_server, monkeypatch, token,
+                                                                     headers, refused):
+    """review54 item 9: the handler took a heavy route's query slot before the token and Host checks,
+    so while the queries ran a request without the token (or from a rebinding page) waited for a
+    slot and was told 503, retry, where it is 401 (421) at once; one given a slot held it to refuse."""
+    running, release = threading.Event(), threading.Event()
+
+    def blocked_attribute(self, query):
+        running.set()
+        release.wait(10)
+        return Response(200, b'{"rows": []}\n')
+
+    monkeypatch.setattr(Api, "attribute", blocked_attribute)
+    monkeypatch.setattr(http, "QUERY_WAIT_SECONDS", 0.5)
+    port = api_server(Api(make_config(tmp_path), CollectorRegistry(), token=token), max_queries=1)
+    first = threading.Thread(target=get, args=(port, "/api/v1/attribute?since=7d", token))
+    first.start()
+    try:
+        assert running.wait(10)
+        assert raw(port, b"GET /api/v1/runs?since=7d HTTP/1.1\r\n" + headers + b"\r\n")[0] == refused
+        assert get(port, "/api/v1/runs?since=7d", token)[0] == 503  # a query let in waits its turn
+    finally:
+        release.set()
+        first.join(10)

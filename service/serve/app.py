@@ -133,19 +133,28 @@ class Api:
 
     def handle(self, path: str, query: Query, authorization: str | None, host: str | None = None) -> Response:
         route = self.route(path)
+        refusal = self.refused(path, route, authorization, host)
+        return refusal if refusal is not None else self.answer(path, route, query, authorization)
+
+    def refused(self, path: str, route: Route | None, authorization: str | None, host: str | None) -> Response | None:
+        """The answer to a request refused for its Host, path or token (421, 404, 401), before anything
+        about its parameters; None for one let in. The HTTP handler asks it before a heavy route's
+        query slot: a refusal waits for no query."""
         # a token is what a rebinding page lacks, on the routes it guards: /metrics open beside a token is not
         if not (self.token and route is not None and route.protected) and not self.hosts.allows(host):
             return self.hosts.refusal(host)
         if route is None:
             return error_response(404, f"no such endpoint {path!r}",
                                   hint="see " + ", ".join(sorted([*self.routes, "/reports/"])))
-        # with no token set, everything is open to whoever reaches the port: /readyz's reasons too
-        authorized = not self.token or self.authorized(authorization)
-        if route.protected and not authorized:  # before anything about the parameters
+        if route.protected and not self.authorized(authorization):
             return error_response(401, "missing or wrong token", where=path,
                                   hint=f"send 'Authorization: Bearer <token>', or the token as the password of "
                                        f"HTTP Basic (service.api_token or ${TOKEN_ENV})",
                                   **{"WWW-Authenticate": route.challenge})
+        return None
+
+    def answer(self, path: str, route: Route, query: Query, authorization: str | None) -> Response:
+        """The answer to a request `refused` let in."""
         unknown = sorted(set(query) - route.params)
         if unknown:
             accepted = ", ".join(sorted(route.params)) or "none"
@@ -160,7 +169,9 @@ class Api:
                                   hint=f"leave {blank[0]} out for its default")
         try:
             with kept_in(self.rollups):  # a stale period rolled up for one request serves the next
-                return route.handler(query, authorized) if route.detailed else route.handler(query)
+                if route.detailed:
+                    return route.handler(query, self.authorized(authorization))
+                return route.handler(query)
         except UsageError as exc:
             return self.unpathed.refusal(400, exc, path)
         except LakeBusyError as exc:
@@ -177,7 +188,10 @@ class Api:
             return self.unpathed.refusal(503, damaged, path, logged=True)
 
     def authorized(self, header: str | None) -> bool:
-        """`Bearer <token>`, or `Basic` with the token as the password (the user name is ignored)."""
+        """`Bearer <token>`, or `Basic` with the token as the password (the user name is ignored); with
+        no token set, everything is open to whoever reaches the port: /readyz's reasons too."""
+        if not self.token:
+            return True
         scheme, _, given = (header or "").partition(" ")
         if scheme.lower() == "basic":
             try:

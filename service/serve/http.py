@@ -12,7 +12,8 @@ connections).
 - At most the server's `max_queries` queries of the lake (the routes the app marks heavy: an
   answer may be megabytes, its making more) run and send at once; one that waits
   `QUERY_WAIT_SECONDS` for its turn is a 503 with `Retry-After`, so memory does not grow with
-  the requests in parallel.
+  the requests in parallel. A request the app refuses (`Api.refused`: Host, path, token) waits
+  for no turn and holds none.
 - Every error is JSON, the errors http.server produces itself included (400 bad request
   line, 414 URI too long, 431 headers too large, 501 unsupported method), and every answer
   carries an `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the
@@ -186,21 +187,23 @@ class ServiceHandler(BaseHTTPRequestHandler):
         if len(self.path.encode()) > MAX_URL_BYTES:
             self.send_error(414, f"the URL is longer than {MAX_URL_BYTES} bytes")
             return
-        route = self.api.route(url.path)
-        slots = self.server.query_slots if route is not None and route.heavy else None
+        route, authorization = self.api.route(url.path), self.headers.get("Authorization")
+        refusal = self.api.refused(url.path, route, authorization, self.headers.get("Host"))
+        slots = self.server.query_slots if refusal is None and route.heavy else None  # a refusal waits for none
         if slots is not None and not slots.acquire(timeout=QUERY_WAIT_SECONDS):
             self.send(503, json_body(503, f"{self.server.max_queries} queries of the lake are running, as many as run "
                                           "at once; retry shortly", self.request_id), JSON, {"Retry-After": "2"})
             return
         try:  # the slot is held until the answer is sent: its bytes are what a slow reader keeps
-            self.answer(url.path, query)
+            self.answer(url.path, lambda: refusal if refusal is not None else
+                        self.api.answer(url.path, route, query, authorization))
         finally:
             if slots is not None:
                 slots.release()
 
-    def answer(self, path: str, query: dict[str, list[str]]) -> None:
+    def answer(self, path: str, respond: Callable[[], Response]) -> None:
         try:
-            response = self.api.handle(path, query, self.headers.get("Authorization"), self.headers.get("Host"))
+            response = respond()
             body = self.with_request_id(response)
         except Exception:  # a bug must not drop the connection: log it, answer 500 with the id
             log.exception("request %s %s failed", self.request_id, path)
