@@ -97,25 +97,42 @@ def test_readyz_names_a_stale_source(tmp_path, monkeypatch):
 def test_a_lake_moved_away_while_serving_is_not_read_as_a_new_empty_one(tmp_path, monkeypatch):
     """A lake moved or deleted under `spendlake serve`: the service's next state write made a new
     empty folder at its path, and the metrics read it as readable with no spend, the API as a
-    lake without periods. The service pins the folder it started on: gone or replaced, every read
-    and write fails naming it, and nothing is made there."""
+    lake without periods. The service pins the folder it started on, once it runs (review54 item 4:
+    a run that did not pin it passed every test): gone or replaced, every read and write fails
+    naming it, and nothing is made there."""
+    import threading
+
+    from stackkit import wait_until
+
     from service.core.errors import DataError
-    from service.serve.listener import pinned_after
+    from service.serve.scheduler import Tasks
+    from service.serve.service import Requests, Service
 
     monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
     monkeypatch.setattr(MemoryConnector, "ROWS", [(hours_ago(3), hours_ago(2), "USD", "2", {})])
     config = make_config(tmp_path)
     ingest(config)
     lake = Lake.of(config)
-    pinned_after(None, lake.root)  # as the service's run pins it once its address is bound
-    api = api_for(config, token=TOKEN)
-    assert api.handle("/readyz", {}, None).status == 200
-    config.lake.rename(tmp_path / "moved")
-
-    with pytest.raises(DataError, match="the lake folder is gone") as gone:
-        lake.write_state("jobs", {})  # what the scheduler writes after each job
+    requests, said = Requests(), []
+    running = threading.Thread(target=Service(config, tasks=Tasks(ingest=lambda: None, rules=None,
+                                                                  daily=lambda day: None), requests=requests).run,
+                               args=(said.append,))
+    running.start()
+    try:
+        wait_until(lambda: any(line.startswith("spendlake serving") for line in said), 10, "the service serving")
+        [url] = [line.split()[2] for line in said if line.startswith("spendlake serving")]
+        assert get(f"{url}/readyz")[0] == 200
+        config.lake.rename(tmp_path / "moved")
+        status, _, body = get(f"{url}/readyz")
+        assert status == 503 and "the lake folder is gone" in json.loads(body)["reasons"][0]
+        with pytest.raises(DataError, match="the lake folder is gone") as gone:
+            lake.write_state("jobs", {})  # what the scheduler writes after each job
+    finally:
+        requests.stop = True
+        running.join(30)
     assert str(config.lake) in str(gone.value)
     assert not config.lake.exists()
+    api = api_for(config, token=TOKEN)
     response = api.handle("/readyz", {}, f"Bearer {TOKEN}")
     assert response.status == 503 and "is gone" in json.loads(response.body)["reasons"][0]
     assert b"spendlake_lake_readable 0.0" in api.handle("/metrics", {}, None).body
