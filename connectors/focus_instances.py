@@ -10,7 +10,7 @@ FOCUS has no instance type column; producers give it in three places:
   (`{"UsageType": "ComputeHR", "ServiceType": "Standard_ND96isr_H100_v5", "VCPUs": 96, ...}`);
   other services use ServiceType for other things (`"ServiceType": "Gateway"`), without VCPUs;
 - AWS's FOCUS export (Data Exports): the usage type, `x_UsageType` in FOCUS 1.0 and `SkuMeter`
-  in 1.2 (AWS moved it there), names the type of an instance-hour: `[<region code>-]BoxUsage:`,
+  in 1.2 (AWS moved it there), names the type of an instance-hour: `[<region code>-[<Local Zone>-]]BoxUsage:`,
   `SpotUsage:`, `DedicatedUsage:`, and an unused capacity reservation's `UnusedBox:`/`UnusedDed:`
   (`USE1-BoxUsage:p5.48xlarge`; us-east-1 has no region code). These are the lines a CUR's
   `product_instance_type` marks as instance time; an RI fee (`HeavyUsage:`) is no instance's hour.
@@ -29,8 +29,10 @@ from connectors.exportfile import Table, ident, json_text, sql_string
 # x_SkuMeterName: a meter name names no instance type)
 USAGE_TYPE_COLUMNS = ("x_UsageType", "x_usage_type", "SkuMeter")
 SKU_DETAILS_COLUMNS = ("SkuPriceDetails", "x_SkuDetails")
-# the usage types of an EC2 instance-hour, with the type after the colon
-INSTANCE_HOUR = r"^(?:[A-Z]+[0-9]*-)?(?:BoxUsage|SpotUsage|DedicatedUsage|UnusedBox|UnusedDed):([a-z0-9-]+\.[a-z0-9-]+)$"
+# the usage types of an EC2 instance-hour, with the type after the colon; up to two prefix parts, a region's and
+# a Local Zone's (`USW2-LAX1-BoxUsage:g4dn.xlarge`: the form recalled from AWS's price list, unverified against a
+# real bill or AWS's documentation; a line of another form gets no instance type and stays a cluster's unallocated)
+INSTANCE_HOUR = r"^(?:[A-Z]+[0-9]*-){0,2}(?:BoxUsage|SpotUsage|DedicatedUsage|UnusedBox|UnusedDed):([a-z0-9-]+\.[a-z0-9-]+)$"
 
 
 def instance_type(table: Table) -> str | None:

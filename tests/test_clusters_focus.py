@@ -94,11 +94,12 @@ def test_a_clusters_instances_on_a_focus_bill_reach_the_jobs_on_them(tmp_path, p
 
 def test_only_an_instance_hours_usage_type_or_a_vms_size_names_an_instance_type(tmp_path):
     # The usage types a CUR's product_instance_type marks as instance time give the type after the
-    # colon, with or without a region code; an RI fee (HeavyUsage), EBS and a bare BoxUsage do not.
+    # colon, with or without a region code (and a Local Zone's); an RI fee (HeavyUsage), EBS and a bare BoxUsage do not.
     # Microsoft's ServiceType is a VM size beside VCPUs only; SkuPriceDetails' InstanceType comes first.
     usage = {"BoxUsage:g5.12xlarge": "g5.12xlarge", "USW2-SpotUsage:p4d.24xlarge": "p4d.24xlarge",
              "EUC1-UnusedBox:p5.48xlarge": "p5.48xlarge", "UnusedDed:p5.48xlarge": "p5.48xlarge",
-             "USE1-HeavyUsage:p5.48xlarge": None, "USE1-EBS:VolumeUsage.gp3": None, "BoxUsage": None}
+             "USE1-HeavyUsage:p5.48xlarge": None, "USE1-EBS:VolumeUsage.gp3": None, "BoxUsage": None,
+             "USW2-LAX1-BoxUsage:g4dn.xlarge": "g4dn.xlarge"}  # a Local Zone's (review54 item 13)
     details = {json.dumps(H100): "Standard_ND96isr_H100_v5", json.dumps({"ServiceType": "Gateway"}): None,
                json.dumps({"InstanceType": "p5.48xlarge", "ServiceType": "Standard_D2s_v3", "VCPUs": 2}): "p5.48xlarge",
                "not json": None}
