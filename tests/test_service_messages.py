@@ -124,3 +124,24 @@ def test_making_a_service_binds_nothing_and_a_run_failing_before_it_serves_lets_
     assert service.bound is None
     with socket.create_server(("127.0.0.1", port)):  # free again: was 'Address already in use'
         pass
+
+
+def test_a_reload_onto_another_lake_pins_that_lake_as_a_start_does(tmp_path):
+    """review54 item 4's reload half: taken_over_by pins the new config's lake folder (made when missing)
+    before the running service lets go; nothing held that, a lake moved away after a SIGHUP onto it would
+    come back as a new empty one."""
+    from service.core.config import load_config
+    from service.core.errors import DataError
+    from service.serve.service import Service
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0'}}\n")
+    service = Service(load_config(path), reload=lambda: load_config(path))
+    path.write_text(f"lake: {tmp_path / 'other'}\nservice: {{listen: '127.0.0.1:0'}}\n")
+    said = []
+    successor = service.reloaded(said.append)
+    assert successor is not None and successor.lake.root == tmp_path / "other", said
+    (tmp_path / "other").rename(tmp_path / "moved")
+    with pytest.raises(DataError, match="the lake folder is gone"):
+        successor.lake.write_state("jobs", {})
+    assert not (tmp_path / "other").exists()
