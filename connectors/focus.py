@@ -203,8 +203,9 @@ class FocusConnector(FolderExport):
             if name == "x_credits" and (listed := credits_listed(table)):
                 expressions[name] = listed
             elif kind in (MONEY, QUANTITY):
-                amount = decimal(table, kind, *candidates)
-                expressions[name] = empty_costs.required(table, name, amount, empty_costs.FOCUS_EMPTY) if name in NOT_NULL else amount
+                expressions[name] = amount = decimal(table, kind, *candidates)
+                if name in NOT_NULL:
+                    expressions[name] = empty_costs.required(table, name, amount, empty_costs.FOCUS_EMPTY)
             elif kind == "TIMESTAMP":
                 expressions[name] = timestamp(table, *candidates)
                 if once := timestamp_per_value(table, *candidates):
