@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -78,9 +79,10 @@ def raw_from(port: int, source: str) -> tuple[int, dict, dict]:
     return raw(port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", source=source)
 
 
-def test_heavy_queries_past_the_slots_are_503_with_retry_after_and_the_rest_is_answered(server, monkeypatch):
-    """40 parallel 5 MB /api/v1/attribute answers took the service from 244 to 708 MB: a few run
-    at once, the rest wait their turn a moment, then are told to retry."""
+@contextlib.contextmanager
+def a_query_running(monkeypatch, start: Callable[..., int], token: str | None = None) -> Iterator[int]:
+    """The port of a server `start(max_queries=1)` made, while one /api/v1/attribute holds its one
+    query slot (until the block ends); a query waits 0.2 s for its turn."""
     running, release = threading.Event(), threading.Event()
 
     def blocked_attribute(self, query):
@@ -90,18 +92,25 @@ def test_heavy_queries_past_the_slots_are_503_with_retry_after_and_the_rest_is_a
 
     monkeypatch.setattr(Api, "attribute", blocked_attribute)
     monkeypatch.setattr(http, "QUERY_WAIT_SECONDS", 0.2)
-    port = server(max_queries=1)
-    first = threading.Thread(target=get, args=(port, "/api/v1/attribute?since=7d"))
+    port = start(max_queries=1)
+    first = threading.Thread(target=get, args=(port, "/api/v1/attribute?since=7d", token))
     first.start()
     try:
         assert running.wait(10)
+        yield port
+    finally:
+        release.set()
+        first.join(10)
+
+
+def test_heavy_queries_past_the_slots_are_503_with_retry_after_and_the_rest_is_answered(server, monkeypatch):
+    """40 parallel 5 MB /api/v1/attribute answers took the service from 244 to 708 MB: a few run
+    at once, the rest wait their turn a moment, then are told to retry."""
+    with a_query_running(monkeypatch, server) as port:
         status, headers, body = get(port, "/api/v1/runs?since=7d")  # heavy too: the one slot is taken
         assert status == 503 and headers["Retry-After"] == "2"
         assert body["error"]["message"] == "1 queries of the lake are running, as many as run at once; retry shortly"
         assert get(port, "/api/v1/status")[0] == 200 and get(port, "/healthz")[0] == 200  # not queries
-    finally:
-        release.set()
-        first.join(10)
     assert get(port, "/api/v1/attribute?since=7d")[0] == 200  # the slot given back
 
 
@@ -113,22 +122,9 @@ def test_a_request_refused_for_its_token_or_host_takes_no_query_slot(tmp_path, a
     """review54 item 9: the handler took a heavy route's query slot before the token and Host checks,
     so while the queries ran a request without the token (or from a rebinding page) waited for a
     slot and was told 503, retry, where it is 401 (421) at once; one given a slot held it to refuse."""
-    running, release = threading.Event(), threading.Event()
+    def start(**options) -> int:  # the Api made once a_query_running has blocked its attribute
+        return api_server(Api(make_config(tmp_path), CollectorRegistry(), token=token), **options)
 
-    def blocked_attribute(self, query):
-        running.set()
-        release.wait(10)
-        return Response(200, b'{"rows": []}\n')
-
-    monkeypatch.setattr(Api, "attribute", blocked_attribute)
-    monkeypatch.setattr(http, "QUERY_WAIT_SECONDS", 0.5)
-    port = api_server(Api(make_config(tmp_path), CollectorRegistry(), token=token), max_queries=1)
-    first = threading.Thread(target=get, args=(port, "/api/v1/attribute?since=7d", token))
-    first.start()
-    try:
-        assert running.wait(10)
+    with a_query_running(monkeypatch, start, token) as port:
         assert raw(port, b"GET /api/v1/runs?since=7d HTTP/1.1\r\n" + headers + b"\r\n")[0] == refused
         assert get(port, "/api/v1/runs?since=7d", token)[0] == 503  # a query let in waits its turn
-    finally:
-        release.set()
-        first.join(10)
