@@ -19,8 +19,8 @@ def weight_ctes() -> str:
         # (`a_slot` is the key; the instance, times, GPUs and cluster are the same on each of its lines)
         "a_islots AS (SELECT a_slot, any_value(a_instance) AS a_instance, any_value(s_start) AS s_start, "
         "any_value(s_end) AS s_end, any_value(a_gpus) AS a_gpus, any_value(a_cl) AS a_cl, "
-        "CAST(round(any_value(a_gpus) * $a_shares) AS HUGEINT) * "
-        "any_value(epoch_us(s_end) - epoch_us(s_start)) AS cap, "
+        # its capacity: the GPUs of the instances its lines bill over its up time (allocation_hours.py)
+        "CAST(round(any_value(a_gpus) * max(a_mult) * $a_shares) AS HUGEINT) * max(a_w) AS cap, "
         "min(a_line) AS first_line FROM a_slots sl WHERE a_gpus IS NOT NULL AND NOT EXISTS (SELECT 1 FROM a_pod_w pw "
         "WHERE pw.a_slot = sl.a_slot) GROUP BY a_slot), "
         # one row per job and slot: `a_place_h` has one per job, instance, time on it and hour (two

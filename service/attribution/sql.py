@@ -25,6 +25,7 @@ from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, SETTLED_COLUMNS, AllocationInputs, Stage,
                                            allocation_ctes, extra_tag_aliases, jobs_sql, settled_records)
+from service.attribution.allocation_hours import LINE_HOURS, LINE_HOURS_COLUMN
 from service.attribution.allocation_stage import STAGED_TAGS, held_sql, keyed_lines, lines_sql, members_sql
 from service.attribution.grouped_lines import grouped_lines, grouped_steps, kept_by_map, rule_fields
 from service.attribution.inventory_sql import inventory_tags_cte
@@ -144,6 +145,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         base_tags.append(f"{_first(values + inventory)} AS e_{name}")
         if name in STAGED_TAGS:
             staged_keys = None if staged_keys is None or inventory else [*staged_keys, *found]
+    if allocation:  # a line's instance-hours, read by the allocation alone (not a column of its answer)
+        base_tags.append(f"{LINE_HOURS} AS {LINE_HOURS_COLUMN}")
     if allocation is None:  # rules on a job's fields (job_name, partition, ...) match no line here
         base_tags += [f"CAST(NULL AS VARCHAR) AS {column}" for column in JOB_MATCH_FIELDS.values()]
     present: dict[str, str] = {}  # narrow: tag key → whether a line's Tags hold the key (`h_<n>`)

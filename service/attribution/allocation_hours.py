@@ -1,0 +1,74 @@
+"""A cost line's instance-hours in the allocation (service/attribution/allocation.py): how its
+cost is spread over its clock hours and how much capacity each hour holds.
+
+A line's quantity in hours (ConsumedQuantity in an hour unit, else PricingQuantity in one: AWS
+`Hrs`, FOCUS and Azure `Hours`) says how many instance-hours it bills, Q; its charge period
+lasts L hours. Most lines bill Q = L (an hourly line of one instance): the cost goes by time,
+each hour's capacity the instance's GPUs. Otherwise:
+- Q < L (a daily line of a node up 3 hours, a launch's or a Spot reclaim's part-hour): the
+  instance was up Q hours somewhere in the period. They are placed on the time its jobs held
+  it first (the placed jobs and its cluster's pool jobs, H: the union of their times), the
+  rest (Q - H) spread over the period's other time by its length; each hour's share of the
+  cost is its up time's, and its capacity the GPUs over that up time. Jobs holding it longer
+  than Q (H > Q) make H the up time. An hour with no up time carries none of the line.
+- Q > L (a scale set's line of its instances' summed hours): the line is Q / L instances of
+  the type, each hour's capacity that many times the type's GPUs.
+A line without a quantity in hours (none, a unit of other things, Azure's `10 Hours` blocks,
+whose quantity may count blocks) goes by time, as one instance.
+"""
+
+from __future__ import annotations
+
+US_PER_HOUR = 3_600_000_000
+# units a quantity of instance-hours is written in (lower case, trimmed); not `10 Hours` blocks
+HOUR_UNITS = ("hrs", "hr", "hour", "hours", "1 hour", "1 hours")
+LINE_HOURS_COLUMN = "a_hours_us"
+
+
+def _in_hours(quantity: str, unit: str) -> str:
+    units = ", ".join(f"'{u}'" for u in HOUR_UNITS)
+    return f"lower(trim({unit})) IN ({units}) AND {quantity} > 0"
+
+
+# SQL over a cost line: its instance-hours in microseconds (BIGINT), NULL without a quantity in hours.
+LINE_HOURS = (f"CAST(CASE WHEN x_instance_type IS NULL THEN NULL "
+              f"WHEN {_in_hours('ConsumedQuantity', 'ConsumedUnit')} THEN round(ConsumedQuantity * {US_PER_HOUR}) "
+              f"WHEN {_in_hours('PricingQuantity', 'PricingUnit')} THEN round(PricingQuantity * {US_PER_HOUR}) "
+              "END AS BIGINT)")
+
+# over `a_cut0` (a member line's clock-hour slots): the line's µs (`a_ll`), the slot's (`a_sw`),
+# its instance-hours' µs (`a_q`)
+SHORT = f"({LINE_HOURS_COLUMN} IS NOT NULL AND {LINE_HOURS_COLUMN} < a_ll)"
+# the instances a line bills: Q / L where above 1
+INSTANCES = f"CASE WHEN {LINE_HOURS_COLUMN} > a_ll THEN CAST({LINE_HOURS_COLUMN} AS DOUBLE) / a_ll ELSE 1 END"
+
+
+def _held_intervals(jobs: str, meet: str) -> str:
+    return (f"SELECT c.a_line, c.s_start, greatest(c.s_start, q.j_start) AS b, least(c.s_end, q.j_end) AS e "
+            f"FROM a_cut0 c JOIN {jobs} q ON {meet} AND q.h = date_trunc('hour', c.s_start) "
+            "WHERE c.a_short AND q.j_start < c.s_end AND q.j_end > c.s_start")
+
+
+def cut_ctes() -> str:
+    """`a_cut`: the slots of `a_cut0` with each one's weight of its line (`a_w`, the up time in
+    µs) and the line's total (`a_len`), the slots of a line below its period's hours weighed by
+    their up time (those without any left out); `a_mult`: the instances the line bills."""
+    up = ("CASE WHEN greatest(hh, a_q) <= hh THEN held ELSE held + "
+          "CAST(greatest(hh, a_q) - hh AS HUGEINT) * (a_sw - held) // (a_ll - hh) END")
+    return (
+        # the jobs' times on a short line's slots: placed on its instance, or its cluster's pool jobs
+        f"a_held_iv AS ({_held_intervals('a_place_h', 'q.a_instance = c.a_instance')} UNION ALL "
+        f"{_held_intervals('a_pool_h', 'q.pool = lower(trim(c.a_cl))')}), "
+        # their union's length per slot: each interval counts beyond the latest end before it
+        "a_held AS (SELECT a_line, s_start, sum(greatest(epoch_us(e) - epoch_us(greatest(b, coalesce(before, b))), 0)) "
+        "AS held FROM (SELECT *, max(e) OVER (PARTITION BY a_line, s_start ORDER BY b, e ROWS BETWEEN UNBOUNDED "
+        "PRECEDING AND 1 PRECEDING) AS before FROM a_held_iv) AS iv GROUP BY ALL), "
+        "a_held_line AS (SELECT a_line, sum(held) AS hh FROM a_held GROUP BY a_line), "
+        f"a_up AS (SELECT a_line, s_start, CAST({up} AS BIGINT) AS up FROM (SELECT c.a_line, c.s_start, c.a_sw, c.a_ll, "
+        f"c.{LINE_HOURS_COLUMN} AS a_q, coalesce(h.held, 0) AS held, coalesce(l.hh, 0) AS hh FROM a_cut0 c "
+        "LEFT JOIN a_held h USING (a_line, s_start) LEFT JOIN a_held_line l USING (a_line) WHERE c.a_short) AS s), "
+        "a_up_line AS (SELECT a_line, sum(up) AS total FROM a_up GROUP BY a_line), "
+        "a_cut AS (SELECT c.*, coalesce(u.up, c.a_sw) AS a_w, coalesce(t.total, c.a_ll) AS a_len "
+        "FROM a_cut0 c LEFT JOIN a_up u USING (a_line, s_start) LEFT JOIN a_up_line t USING (a_line) "
+        "WHERE coalesce(u.up, 1) > 0), "
+    )
