@@ -53,8 +53,11 @@ def cut_ctes() -> str:
     """`a_cut`: the slots of `a_cut0` with each one's weight of its line (`a_w`, the up time in
     µs) and the line's total (`a_len`), the slots of a line below its period's hours weighed by
     their up time (those without any left out); `a_mult`: the instances the line bills."""
-    up = ("CASE WHEN greatest(hh, a_q) <= hh THEN held ELSE held + "
-          "CAST(greatest(hh, a_q) - hh AS HUGEINT) * (a_sw - held) // (a_ll - hh) END")
+    # the time left over (U - H, U = max(H, Q)) spread over the slots' time not held, exactly:
+    # each slot takes the difference of the rounded-down shares of the free time up to it and before it
+    left = "CAST(greatest(hh, a_q) - hh AS HUGEINT)"
+    up = (f"held + CASE WHEN greatest(hh, a_q) <= hh THEN 0 ELSE {left} * free_to // (a_ll - hh) "
+          f"- {left} * (free_to - (a_sw - held)) // (a_ll - hh) END")
     return (
         # the jobs' times on a short line's slots: placed on its instance, or its cluster's pool jobs
         f"a_held_iv AS ({_held_intervals('a_place_h', 'q.a_instance = c.a_instance')} UNION ALL "
@@ -64,9 +67,11 @@ def cut_ctes() -> str:
         "AS held FROM (SELECT *, max(e) OVER (PARTITION BY a_line, s_start ORDER BY b, e ROWS BETWEEN UNBOUNDED "
         "PRECEDING AND 1 PRECEDING) AS before FROM a_held_iv) AS iv GROUP BY ALL), "
         "a_held_line AS (SELECT a_line, sum(held) AS hh FROM a_held GROUP BY a_line), "
-        f"a_up AS (SELECT a_line, s_start, CAST({up} AS BIGINT) AS up FROM (SELECT c.a_line, c.s_start, c.a_sw, c.a_ll, "
-        f"c.{LINE_HOURS_COLUMN} AS a_q, coalesce(h.held, 0) AS held, coalesce(l.hh, 0) AS hh FROM a_cut0 c "
-        "LEFT JOIN a_held h USING (a_line, s_start) LEFT JOIN a_held_line l USING (a_line) WHERE c.a_short) AS s), "
+        f"a_up AS (SELECT a_line, s_start, CAST({up} AS BIGINT) AS up FROM (SELECT *, sum(a_sw - held) OVER (PARTITION BY "
+        "a_line ORDER BY s_start ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS free_to FROM (SELECT c.a_line, "
+        f"c.s_start, c.a_sw, c.a_ll, c.{LINE_HOURS_COLUMN} AS a_q, coalesce(h.held, 0) AS held, coalesce(l.hh, 0) AS hh "
+        "FROM a_cut0 c LEFT JOIN a_held h USING (a_line, s_start) LEFT JOIN a_held_line l USING (a_line) "
+        "WHERE c.a_short) AS s) AS f), "
         "a_up_line AS (SELECT a_line, sum(up) AS total FROM a_up GROUP BY a_line), "
         "a_cut AS (SELECT c.*, coalesce(u.up, c.a_sw) AS a_w, coalesce(t.total, c.a_ll) AS a_len "
         "FROM a_cut0 c LEFT JOIN a_up u USING (a_line, s_start) LEFT JOIN a_up_line t USING (a_line) "
