@@ -35,11 +35,12 @@ READ_TABLES = ("costs", "resource_tags", JOBS_TABLE)
 TAGS_TABLE = "resource_tags"
 HELD_TABLES = READ_TABLES[1:]  # what a reader holds with its costs, as they were (core.snapshot_pins)
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
-ROLLUP_FORMAT = "5"  # 2: an EKS pod's run from its run tag on any of its rows; 3: a window job left out by a
+ROLLUP_FORMAT = "6"  # 2: an EKS pod's run from its run tag on any of its rows; 3: a window job left out by a
 # snapshot that asked otherwise ends when last seen (service/core/job_windows.py), and a pod read by name
 # under a source's former `cluster` is the pod it read by uid under the new one; 4: a job's part is placed on
 # `job:<id>` and its record (service/attribution/job_how.py); 5: a job's instance id meets a bill's as an
-# ARN, a providerID or an Azure id in another case (allocation_placement.instance_key)
+# ARN, a providerID or an Azure id in another case (allocation_placement.instance_key); 6: a line's
+# instance-hours bound its instance's capacity (allocation_hours.py: a daily line of 3 hours, a scale set's)
 
 
 @dataclass(frozen=True)
