@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_cte
-from service.attribution.allocation_hours import INSTANCES, LINE_HOURS_COLUMN, SHORT, cut_ctes
+from service.attribution.allocation_hours import INSTANCES, LINE_HOURS_COLUMN, cut_ctes
 from service.attribution.allocation_placement import hour_ctes, instance_ctes, jobs_cte, placement_ctes
 from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
@@ -292,14 +292,14 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         + f"a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl, m.rowid AS a_no FROM a_lines l JOIN {stage.members} m "
         "USING (a_instance) WHERE m.a_member OR l.a_instance IN (SELECT a_instance FROM a_parents)), "
         # the slots (`a_cut0`), weighed by their up time (allocation_hours.py: `a_cut`)
-        f"a_cut0 AS (SELECT *, {SHORT} AS a_short, {INSTANCES} AS a_mult FROM (SELECT *, "
+        f"a_cut0 AS (SELECT *, {INSTANCES} AS a_mult FROM (SELECT *, "
         f"epoch_us(s_end) - epoch_us(s_start) AS a_sw, {SLOT} AS a_slot, "
         "epoch_us(cp_end) - epoch_us(cp_start) AS a_ll, s_start = cp_start AND s_end = cp_end AS a_alone, "
         + ", ".join(f"{to_units(m, d)} AS {u}" for (m, d), u in zip(measures.items(), units))
         + " FROM (SELECT *, greatest(h, cp_start) AS s_start, least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM ("
         "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_member_lines) AS hours) AS slots) AS sized), "
-        + cut_ctes()
+        + cut_ctes(stage.members)
         # a line within one clock hour is its one slot's whole
         + f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
         + pod_weights_cte(split)

@@ -36,29 +36,35 @@ LINE_HOURS = (f"CAST(CASE WHEN x_instance_type IS NULL THEN NULL "
               f"WHEN {_in_hours('PricingQuantity', 'PricingUnit')} THEN round(PricingQuantity * {US_PER_HOUR}) "
               "END AS BIGINT)")
 
-# over `a_cut0` (a member line's clock-hour slots): the line's µs (`a_ll`), the slot's (`a_sw`),
-# its instance-hours' µs (`a_q`)
-SHORT = f"({LINE_HOURS_COLUMN} IS NOT NULL AND {LINE_HOURS_COLUMN} < a_ll)"
+# over `a_cut0` (a member line's clock-hour slots: the line's µs `a_ll`)
 # the instances a line bills: Q / L where above 1
 INSTANCES = f"CASE WHEN {LINE_HOURS_COLUMN} > a_ll THEN CAST({LINE_HOURS_COLUMN} AS DOUBLE) / a_ll ELSE 1 END"
 
 
 def _held_intervals(jobs: str, meet: str) -> str:
     return (f"SELECT c.a_line, c.s_start, greatest(c.s_start, q.j_start) AS b, least(c.s_end, q.j_end) AS e "
-            f"FROM a_cut0 c JOIN {jobs} q ON {meet} AND q.h = date_trunc('hour', c.s_start) "
-            "WHERE c.a_short AND q.j_start < c.s_end AND q.j_end > c.s_start")
+            f"FROM a_short c JOIN {jobs} q ON {meet} AND q.h = date_trunc('hour', c.s_start) "
+            "WHERE q.j_start < c.s_end AND q.j_end > c.s_start")
 
 
-def cut_ctes() -> str:
-    """`a_cut`: the slots of `a_cut0` with each one's weight of its line (`a_w`, the up time in
-    µs) and the line's total (`a_len`), the slots of a line below its period's hours weighed by
-    their up time (those without any left out); `a_mult`: the instances the line bills."""
+def cut_ctes(members: str) -> str:
+    """`a_short` (the slots of the instance lines of `a_lines` below their period's hours, their
+    instance's cluster from `members`: `Stage.members`) and `a_cut`: the slots of `a_cut0` with
+    each one's weight of its line (`a_w`, the up time in µs) and the line's total (`a_len`), a
+    short line's slots weighed by their up time (those without any left out). The short lines'
+    slots are cut again from `a_lines` (few, narrow), so `a_cut0` is read once."""
     # the time left over (U - H, U = max(H, Q)) spread over the slots' time not held, exactly:
     # each slot takes the difference of the rounded-down shares of the free time up to it and before it
     left = "CAST(greatest(hh, a_q) - hh AS HUGEINT)"
     up = (f"held + CASE WHEN greatest(hh, a_q) <= hh THEN 0 ELSE {left} * free_to // (a_ll - hh) "
           f"- {left} * (free_to - (a_sw - held)) // (a_ll - hh) END")
+    length = "epoch_us(cp_end) - epoch_us(cp_start)"
     return (
+        f"a_short AS (SELECT l.*, epoch_us(s_end) - epoch_us(s_start) AS a_sw, m.a_cl FROM (SELECT a_line, a_instance, "
+        f"{LINE_HOURS_COLUMN} AS a_q, {length} AS a_ll, greatest(h, cp_start) AS s_start, "
+        "least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM (SELECT *, unnest(generate_series(date_trunc('hour', "
+        "cp_start), cp_end - INTERVAL 1 MICROSECOND, INTERVAL 1 HOUR)) AS h FROM a_lines "
+        f"WHERE {LINE_HOURS_COLUMN} < {length}) AS hours) AS l JOIN {members} m USING (a_instance)), "
         # the jobs' times on a short line's slots: placed on its instance, or its cluster's pool jobs
         f"a_held_iv AS ({_held_intervals('a_place_h', 'q.a_instance = c.a_instance')} UNION ALL "
         f"{_held_intervals('a_pool_h', 'q.pool = lower(trim(c.a_cl))')}), "
@@ -69,9 +75,8 @@ def cut_ctes() -> str:
         "a_held_line AS (SELECT a_line, sum(held) AS hh FROM a_held GROUP BY a_line), "
         f"a_up AS (SELECT a_line, s_start, CAST({up} AS BIGINT) AS up FROM (SELECT *, sum(a_sw - held) OVER (PARTITION BY "
         "a_line ORDER BY s_start ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS free_to FROM (SELECT c.a_line, "
-        f"c.s_start, c.a_sw, c.a_ll, c.{LINE_HOURS_COLUMN} AS a_q, coalesce(h.held, 0) AS held, coalesce(l.hh, 0) AS hh "
-        "FROM a_cut0 c LEFT JOIN a_held h USING (a_line, s_start) LEFT JOIN a_held_line l USING (a_line) "
-        "WHERE c.a_short) AS s) AS f), "
+        "c.s_start, c.a_sw, c.a_ll, c.a_q, coalesce(h.held, 0) AS held, coalesce(l.hh, 0) AS hh "
+        "FROM a_short c LEFT JOIN a_held h USING (a_line, s_start) LEFT JOIN a_held_line l USING (a_line)) AS s) AS f), "
         "a_up_line AS (SELECT a_line, sum(up) AS total FROM a_up GROUP BY a_line), "
         "a_cut AS (SELECT c.*, coalesce(u.up, c.a_sw) AS a_w, coalesce(t.total, c.a_ll) AS a_len "
         "FROM a_cut0 c LEFT JOIN a_up u USING (a_line, s_start) LEFT JOIN a_up_line t USING (a_line) "

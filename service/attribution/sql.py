@@ -145,8 +145,6 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         base_tags.append(f"{_first(values + inventory)} AS e_{name}")
         if name in STAGED_TAGS:
             staged_keys = None if staged_keys is None or inventory else [*staged_keys, *found]
-    if allocation:  # a line's instance-hours, read by the allocation alone (not a column of its answer)
-        base_tags.append(f"{LINE_HOURS} AS {LINE_HOURS_COLUMN}")
     if allocation is None:  # rules on a job's fields (job_name, partition, ...) match no line here
         base_tags += [f"CAST(NULL AS VARCHAR) AS {column}" for column in JOB_MATCH_FIELDS.values()]
     present: dict[str, str] = {}  # narrow: tag key → whether a line's Tags hold the key (`h_<n>`)
@@ -207,9 +205,10 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         run_cols = [tag_cols[k] for k in candidates.get("run", ())]
         number = next(_STAGES)
         stage = Stage(*(f"a_stage_{table}_{number}" for table in ("jobs", "lines", "members", "held")))
-        keyed = keyed_lines(staged_keys)  # a condition on Tags alone, pushed into the scan
+        # the staged lines carry a condition on Tags alone (pushed into the scan) and their instance-hours
+        keyed = keyed_lines(staged_keys)
         head = "WITH " + inv_text + steps[0].replace("s0 AS (", "s0 AS NOT MATERIALIZED (", 1).replace(
-            f" FROM {lines}", f", {keyed} AS a_keyed FROM {lines}", 1) + " "
+            f" FROM {lines}", f", {keyed} AS a_keyed, {LINE_HOURS} AS {LINE_HOURS_COLUMN} FROM {lines}", 1) + " "
         setup = tuple(Sql(f"CREATE OR REPLACE TEMP TABLE {table} AS {text}", params.values) for table, text in (
             (stage.jobs, jobs_sql(allocation)), (stage.lines, head + lines_sql(extra, keep, 'a_keyed')),
             (stage.members, head + ", " + members_sql(allocation, stage, extra, params)),
