@@ -299,7 +299,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         + " FROM (SELECT *, greatest(h, cp_start) AS s_start, least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM ("
         "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_member_lines) AS hours) AS slots) AS sized), "
-        + cut_ctes(stage.members)
+        + cut_ctes(inputs.clusters, stage.members)
         # a line within one clock hour is its one slot's whole
         + f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
         + pod_weights_cte(split)

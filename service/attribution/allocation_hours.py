@@ -19,6 +19,9 @@ whose quantity may count blocks) goes by time, as one instance.
 
 from __future__ import annotations
 
+from service.attribution.allocation_placement import pool_job
+from service.core.config_clusters import ClustersConfig
+
 US_PER_HOUR = 3_600_000_000
 # units a quantity of instance-hours is written in (lower case, trimmed); not `10 Hours` blocks
 HOUR_UNITS = ("hrs", "hr", "hour", "hours", "1 hour", "1 hours")
@@ -41,13 +44,12 @@ LINE_HOURS = (f"CAST(CASE WHEN x_instance_type IS NULL THEN NULL "
 INSTANCES = f"CASE WHEN {LINE_HOURS_COLUMN} > a_ll THEN CAST({LINE_HOURS_COLUMN} AS DOUBLE) / a_ll ELSE 1 END"
 
 
-def _held_intervals(jobs: str, meet: str) -> str:
-    return (f"SELECT c.a_line, c.s_start, greatest(c.s_start, q.j_start) AS b, least(c.s_end, q.j_end) AS e "
-            f"FROM a_short c JOIN {jobs} q ON {meet} AND q.h = date_trunc('hour', c.s_start) "
-            "WHERE q.j_start < c.s_end AND q.j_end > c.s_start")
+def _held_intervals(jobs: str, start: str, end: str, meet: str) -> str:
+    return (f"SELECT c.a_line, c.s_start, greatest(c.s_start, q.{start}) AS b, least(c.s_end, q.{end}) AS e "
+            f"FROM a_short c JOIN {jobs} q ON {meet} WHERE q.{start} < c.s_end AND q.{end} > c.s_start")
 
 
-def cut_ctes(members: str) -> str:
+def cut_ctes(clusters: ClustersConfig, members: str) -> str:
     """`a_short` (the slots of the instance lines of `a_lines` below their period's hours, their
     instance's cluster from `members`: `Stage.members`) and `a_cut`: the slots of `a_cut0` with
     each one's weight of its line (`a_w`, the up time in µs) and the line's total (`a_len`), a
@@ -66,8 +68,9 @@ def cut_ctes(members: str) -> str:
         "cp_start), cp_end - INTERVAL 1 MICROSECOND, INTERVAL 1 HOUR)) AS h FROM a_lines "
         f"WHERE {LINE_HOURS_COLUMN} < {length}) AS hours) AS l JOIN {members} m USING (a_instance)), "
         # the jobs' times on a short line's slots: placed on its instance, or its cluster's pool jobs
-        f"a_held_iv AS ({_held_intervals('a_place_h', 'q.a_instance = c.a_instance')} UNION ALL "
-        f"{_held_intervals('a_pool_h', 'q.pool = lower(trim(c.a_cl))')}), "
+        # (read from `a_place` and `a_jobs`: `a_place_h` and `a_pool_h`, read once, are not kept whole)
+        f"a_held_iv AS ({_held_intervals('a_place', 't_start', 't_end', 'q.a_instance = c.a_instance')} UNION ALL "
+        f"{_held_intervals('a_jobs', 'j_start', 'j_end', f'{pool_job(clusters)} AND lower(trim(q.cluster)) = lower(trim(c.a_cl))')}), "
         # their union's length per slot: each interval counts beyond the latest end before it
         "a_held AS (SELECT a_line, s_start, sum(greatest(epoch_us(e) - epoch_us(greatest(b, coalesce(before, b))), 0)) "
         "AS held FROM (SELECT *, max(e) OVER (PARTITION BY a_line, s_start ORDER BY b, e ROWS BETWEEN UNBOUNDED "

@@ -102,13 +102,17 @@ def _node_ctes(jobs: str) -> str:
     )
 
 
+def pool_job(clusters: ClustersConfig) -> str:
+    """SQL over a job of `a_jobs`: a pool job (no instance ids, and no nodes or no `node_tag`)."""
+    pool_needs = "coalesce(len(nodes), 0) = 0" if clusters.node_tag else "TRUE"
+    return f"coalesce(len(instance_ids), 0) = 0 AND {pool_needs} AND cluster IS NOT NULL"
+
+
 def hour_ctes(clusters: ClustersConfig) -> str:
     """The jobs exploded over the clock hours they overlap: placed (`a_place_h`) and pool jobs
     (`a_pool_h`: no instance ids, and no nodes or no `node_tag`)."""
-    pool_needs = "coalesce(len(nodes), 0) = 0" if clusters.node_tag else "TRUE"
     return (
-        "a_pool_jobs AS (SELECT * FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND "
-        f"{pool_needs} AND cluster IS NOT NULL), "
+        f"a_pool_jobs AS (SELECT * FROM a_jobs WHERE {pool_job(clusters)}), "
         "a_place_h AS (SELECT p.a_instance, p.record_id, p.gw, p.t_start AS j_start, p.t_end AS j_end, "
         "unnest(generate_series(date_trunc('hour', greatest(p.t_start, s.lo)), least(p.t_end, s.hi) - "
         "INTERVAL 1 MICROSECOND, INTERVAL 1 HOUR)) AS h FROM a_place p, a_span s "
