@@ -156,3 +156,16 @@ def test_a_daily_line_without_a_quantity_in_hours_is_spread_over_its_day_as_befo
     bill = focus_bill(AWS, [aws_line("294.96", *DAY, "i-0day", quantity, unit)])
     assert allocate(tmp_path, bill, jobs_file(("r1", "10:00", "13:00", 8, "i-0day"))) == {
         "r1": D("36.87"), "idle": D("258.09")}
+
+
+@pytest.mark.parametrize("how", ["pool", "node"])
+def test_a_daily_line_of_a_pool_or_node_instance_is_up_while_its_jobs_ran(tmp_path, how):
+    # As s4, the job reaching the instance through its cluster's pool (no ids, no nodes) or its
+    # node name (`node_tag`): its 3 hours are the node's up time, r1 all $294.96.
+    tags = json.dumps({"cluster": "nd", "node": "gpu-001"})
+    bill = focus_bill((*AWS, "Tags"), [(*aws_line("294.96", *DAY, "i-0day", "3"), tags)])
+    jobs = jobs_file(("r1", "10:00", "13:00", 8, ""))
+    if how == "node":
+        jobs = jobs.replace("instance_ids,cluster", "nodes,cluster").replace(",8,,nd", ",8,gpu-001,nd")
+    clusters = {"cluster_tag": "cluster", "node_tag": "node"}
+    assert allocate(tmp_path, bill, jobs, clusters) == {"r1": D("294.96")}
