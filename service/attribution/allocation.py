@@ -281,7 +281,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     measures = {m: 12 for m in read} | {m: d for m, d in CARRIED_MEASURES.items() if m in columns}
     plain = [c for c in numbered if c not in measures and c not in ("cp_start", "cp_end")]
     units = [f"u_{i}" for i in range(len(measures))]
-    cut = [*plain, "cp_start", "cp_end", "s_start", "s_end", "a_slot", "a_w", "a_mult"]
+    cut = [*plain, "cp_start", "cp_end", "s_start", "s_end", "a_slot", "a_mult"]
     text = (
         _lines_cte(_held_lines(stage), [*columns, LINE_HOURS_COLUMN, "a_line"], extra_cols, a_types, a_gpus)
         + instance_ctes() + jobs_cte(stage.jobs)
@@ -300,8 +300,8 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_member_lines) AS hours) AS slots) AS sized), "
         + cut_ctes(inputs.clusters, stage.members)
-        # a line within one clock hour is its one slot's whole
-        + f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
+        # a line within one clock hour is its one slot's whole (read from `a_cut0`: no weight to join)
+        + f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone', alone_rows='a_cut0')}), "
         + pod_weights_cte(split)
         + weight_ctes()
         + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params, keep)

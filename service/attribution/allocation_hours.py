@@ -53,8 +53,11 @@ def cut_ctes(clusters: ClustersConfig, members: str) -> str:
     """`a_short` (the slots of the instance lines of `a_lines` below their period's hours, their
     instance's cluster from `members`: `Stage.members`) and `a_cut`: the slots of `a_cut0` with
     each one's weight of its line (`a_w`, the up time in µs) and the line's total (`a_len`), a
-    short line's slots weighed by their up time (those without any left out). The short lines'
-    slots are cut again from `a_lines` (few, narrow), so `a_cut0` is read once."""
+    short line's slots weighed by their up time (those without any left out), for the lines of
+    more than one slot (a line's only slot is its whole: read from `a_cut0`); `a_up`: a short
+    line's slots' up time (their capacity's, allocation_weights.py). The short lines' slots are
+    cut again from `a_lines` (few, narrow): `a_cut0`, read twice, stays a projection DuckDB does
+    not keep (a join in it made DuckDB keep every slot: the bench's allocation +9% peak RSS)."""
     # the time left over (U - H, U = max(H, Q)) spread over the slots' time not held, exactly:
     # each slot takes the difference of the rounded-down shares of the free time up to it and before it
     left = "CAST(greatest(hh, a_q) - hh AS HUGEINT)"
@@ -83,5 +86,5 @@ def cut_ctes(clusters: ClustersConfig, members: str) -> str:
         "a_up_line AS (SELECT a_line, sum(up) AS total FROM a_up GROUP BY a_line), "
         "a_cut AS (SELECT c.*, coalesce(u.up, c.a_sw) AS a_w, coalesce(t.total, c.a_ll) AS a_len "
         "FROM a_cut0 c LEFT JOIN a_up u USING (a_line, s_start) LEFT JOIN a_up_line t USING (a_line) "
-        "WHERE coalesce(u.up, 1) > 0), "
+        "WHERE NOT c.a_alone AND coalesce(u.up, 1) > 0), "
     )

@@ -20,9 +20,10 @@ def weight_ctes() -> str:
         "a_islots AS (SELECT a_slot, any_value(a_instance) AS a_instance, any_value(s_start) AS s_start, "
         "any_value(s_end) AS s_end, any_value(a_gpus) AS a_gpus, any_value(a_cl) AS a_cl, "
         # its capacity: the GPUs of the instances its lines bill over its up time (allocation_hours.py)
-        "CAST(round(any_value(a_gpus) * max(a_mult) * $a_shares) AS HUGEINT) * max(a_w) AS cap, "
-        "min(a_line) AS first_line FROM a_slots sl WHERE a_gpus IS NOT NULL AND NOT EXISTS (SELECT 1 FROM a_pod_w pw "
-        "WHERE pw.a_slot = sl.a_slot) GROUP BY a_slot), "
+        "CAST(round(any_value(a_gpus) * max(a_mult) * $a_shares) AS HUGEINT) * "
+        "max(coalesce(u.up, epoch_us(s_end) - epoch_us(s_start))) AS cap, "
+        "min(a_line) AS first_line FROM a_slots sl LEFT JOIN a_up u USING (a_line, s_start) WHERE a_gpus IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM a_pod_w pw WHERE pw.a_slot = sl.a_slot) GROUP BY a_slot), "
         # one row per job and slot: `a_place_h` has one per job, instance, time on it and hour (two
         # times of a job on an instance may share an hour: another instance took it between)
         "a_placed AS (SELECT s.a_slot, 'job' AS kind, p.record_id AS ref, "

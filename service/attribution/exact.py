@@ -80,13 +80,15 @@ def _part(units: str, weight: str, total: str) -> str:
 
 
 def split_select(relation: str, columns: Sequence[str], group: Sequence[str], measures: Sequence[str],
-                 weight: str, total: str, order: Sequence[str], alone: str | None = None) -> str:
+                 weight: str, total: str, order: Sequence[str], alone: str | None = None,
+                 alone_rows: str | None = None) -> str:
     """`SELECT <columns>, <measures>` over `relation`, each measure (a units column holding the
     group's amount on every row) replaced by its exact part of the group (`group` columns) by
     `weight` of `total`; the group's remainder goes to the row first in `order` (the largest
     weight first, then a key). `alone`: a column true on rows that are their group's only row
     (so their weight is the total): they keep the whole amount, without the windows' sorts
-    (`relation` is then read twice: a table or materialized CTE)."""
+    (`relation` is then read twice: a table or materialized CTE), read from `alone_rows` when
+    given (a relation holding those rows as `relation` does, without its weights)."""
     # one sort of each group for both windows: the row first in `order` and the group's sum of parts
     keys = [item.rsplit(" ", 1) if item.upper().endswith((" DESC", " ASC")) else [item, ""] for item in order]
     picks = ", ".join(f"{key} AS split_o{n}" for n, (key, _) in enumerate(keys))
@@ -104,4 +106,4 @@ def split_select(relation: str, columns: Sequence[str], group: Sequence[str], me
              f"FROM {_fast_parts(rows, measures, weight, total)} AS split_in) AS split_parts) AS split_sums")
     if alone is None:
         return split
-    return f"{split} UNION ALL SELECT {keep}, {', '.join(measures)} FROM {relation} WHERE {alone}"
+    return f"{split} UNION ALL SELECT {keep}, {', '.join(measures)} FROM {alone_rows or relation} WHERE {alone}"
