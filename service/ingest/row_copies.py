@@ -4,10 +4,12 @@ service.ingest.copies finds copies by their content's bytes before any row is re
 again with every field quoted, or converted to Parquet beside the original, is other bytes and
 was summed twice, exit 0. So a delivery of several loose files of a source is staged with each
 file's rows' cheap print (service.core.row_prints: count and cost sums); files of the same periods
-and cheap print are each staged again alone for their exact print (the rows as a multiset: count,
-XOR and sum of a hash of what each staged row bills, row_prints.BILLED, and of the columns the
-files' Hive folder keys name), and a file of the same periods and exact print as
-another of the delivery is a copy of it. The original is the file a ledger entry holds, else the
+and count, their sums near (within the rounding of a save cutting costs to fewer digits), are each
+staged again alone for their exact print (the rows as a multiset: count, XOR and sum of a hash of
+what each staged row bills, row_prints.BILLED, and of the columns the files' Hive folder keys name,
+also with costs rounded to each of row_prints.LEVELS), and a file of the same periods and exact
+print as another of the delivery (or the same at d digits, one of the two carrying no more) is a
+copy of it. The original is the file a ledger entry holds, else the
 first by connectors.file_copies.written_first (the earliest written, …), as copies' is. The copy's
 record in `_state/file_digests.json` (ROWS_OF) makes the run plan again without it, so every
 line, `status`'s copies record included, is a byte copy's: "skipped, the same content as …".
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
+from decimal import Decimal
 
 import duckdb
 
@@ -33,6 +36,7 @@ from connectors.file_facts import hive_partitions
 from service.core.commit import StagedCosts
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
+from service.core.row_prints import LEVELS
 from service.core.staging import stage_parts
 from service.ingest.copies import STALE
 
@@ -54,10 +58,9 @@ def of_staged(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnect
         return {}
     held = {uri for entry in lake.ledger() if entry.source == source for uri in entry.files}
     first = original_first(connector, held)
-    alike = found(delivery.files, staged.part_periods, staged.prints, first)
-    if not alike:
+    files = near(delivery.files, staged.part_periods, staged.prints)
+    if not files:
         return {}
-    files = sorted({*alike, *alike.values()})
     return found(files, *_exact(lake, con, connector, files), first)
 
 
@@ -84,18 +87,50 @@ def _exact(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector,
     return periods, prints
 
 
+def near(files: Sequence[str], part_periods: Sequence[frozenset[str]], prints: Sequence[tuple]) -> list[str]:
+    """The files (in the order of the parts) of the periods and row count of another whose cost sums
+    are those of the other within what rounding each cost to LEVELS' fewest digits moves them; []
+    when the rows were not printed file by file."""
+    if len(prints) != len(files) or len(part_periods) != len(files):
+        return []
+    by_count: dict[tuple, list[tuple]] = defaultdict(list)
+    for uri, periods, (count, *sums) in zip(files, part_periods, prints):
+        if count:  # a file of no rows holds nothing twice
+            by_count[(periods, count)].append((uri, sums))
+    # a cost cut to d digits moves by at most half its d-th digit, and each staged at 12 decimals by half the 12th
+    within = Decimal(5) / 10 ** min(LEVELS)
+    return sorted({uri for (_, count), group in by_count.items() for uri, sums in group for other, others in group
+                   if other != uri and all(abs(sums[n] - others[n]) <= within * max(sums[n + 2], others[n + 2])
+                                           + Decimal(count) / 10 ** 12 for n in (0, 1))})
+
+
 def found(files: Sequence[str], part_periods: Sequence[frozenset[str]], prints: Sequence[tuple],
           first: Callable[[str], tuple]) -> dict[str, str]:
-    """Each of `files` (in the order of the parts) holding the periods and print of another → that
-    other, the first of them by `first`; {} when the rows were not printed file by file."""
-    if len(prints) != len(files) or len(part_periods) != len(files):
-        return {}
-    alike: dict[tuple, list[str]] = defaultdict(list)
+    """Each of `files` holding the periods and rows of another → that other, the first of them by
+    `first`. Rows are the same when their exact prints are, or their prints with costs rounded to d
+    digits when one of the two carries no more (a re-save cut to d digits: row_prints)."""
+    alike: dict[tuple, list[tuple[str, bool]]] = defaultdict(list)
     for uri, periods, rows in zip(files, part_periods, prints):
-        if rows[0]:  # a file of no rows holds nothing twice
-            alike[(periods, rows)].append(uri)
-    copies = {}
+        if len(rows) > 1 and rows[0]:  # a file unread or of no rows holds nothing twice
+            count, digits, *hashes = rows
+            for at, level in enumerate([0, *LEVELS]):
+                alike[(periods, count, level, *hashes[2 * at:2 * at + 2])].append((uri, digits <= level or not level))
+    one: dict[str, str] = {uri: uri for uri in files}  # each file → another of its rows (union-find)
+
+    def root(uri: str) -> str:
+        while one[uri] != uri:
+            uri = one[uri]
+        return uri
+
     for group in alike.values():
+        if any(coarse for _, coarse in group):  # rounding to the level changes none of one file's costs
+            for uri, _ in group[1:]:
+                one[root(uri)] = root(group[0][0])
+    same: dict[str, list[str]] = defaultdict(list)
+    for uri in files:
+        same[root(uri)].append(uri)
+    copies = {}
+    for group in same.values():
         original, *others = sorted(group, key=first)
         copies.update((uri, original) for uri in others)
     return copies
