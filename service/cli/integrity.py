@@ -1,5 +1,5 @@
 """`spendlake verify` and `spendlake forget`: the lake proves its partitions, and lets go of
-the sources the config no longer declares. Thin over service.core.lake."""
+the sources the config no longer declares, or of periods their sources no longer hold. Thin over service.core.lake."""
 
 from __future__ import annotations
 
@@ -83,20 +83,27 @@ def _period(partition: str) -> str | None:
 
 @click.command("forget", cls=SingleValueCommand)
 @click.argument("source")
+@click.option("--period", "periods", multiple=True, metavar="P",
+              help="Remove only this billing period of SOURCE (repeatable), one the source no longer holds.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj
-def forget_command(obj, source: str, yes: bool) -> None:
-    """Remove every partition and ledger row of SOURCE, a source no longer in the config."""
+def forget_command(obj, source: str, periods: tuple[str, ...], yes: bool) -> None:
+    """Remove every partition and ledger row of SOURCE, a source no longer in the config; with
+    --period, only those periods' partitions, ledger rows and rollups (of any source)."""
     from service.core.claims import forget_declaring_none, other_configs
     from service.core.errors import UsageError
     from service.core.serving import refuse_served
 
     lake = obj.lake
+    if periods:
+        _forget_periods(lake, source, periods, yes)
+        return
     if lake.sources is None:  # a config declaring none reads every source: none is an orphan to it
         raise forget_declaring_none(lake, source)
     if lake.counts(source):
         raise UsageError(f"source {source!r} is in the config", where="SOURCE",
-                         hint="remove it from the config first; forget removes what the config no longer names")
+                         hint="remove it from the config first; forget removes what the config no longer names "
+                              "(`--period P` removes one period of it)")
     tables = lake.orphans().get(source)
     if not tables:
         known = ", ".join(lake.orphans()) or "none"
@@ -115,3 +122,26 @@ def forget_command(obj, source: str, yes: bool) -> None:
     if other:
         click.echo(f"warning: {other} still declares {source}: its next `spendlake ingest` reads it again from the "
                    "source's exports", err=True)
+
+
+def _forget_periods(lake, source: str, periods: tuple[str, ...], yes: bool) -> None:
+    """`forget SOURCE --period P`: the way out for a damaged partition of a period the source no
+    longer holds (retention, a re-created export), which ingest cannot restore."""
+    from service.core.errors import UsageError
+
+    held = {e.billing_period: e for e in lake.ledger() if e.source == source}
+    unknown = [p for p in dict.fromkeys(periods) if p not in held]
+    if unknown:
+        raise UsageError(f"the lake holds no period {', '.join(unknown)} of source {source!r}", where="--period",
+                         hint=f"periods it holds: {', '.join(sorted(held)) or 'none'}")
+    periods = tuple(dict.fromkeys(periods))
+    rows = sum(held[p].rows for p in periods)
+    named = ", ".join(periods)
+    if not yes and not confirmed(f"remove {source} {named} ({rows:,} cost rows, their ledger rows and rollups) "
+                                  f"from the lake at {lake.root}?"):
+        raise UsageError("not confirmed: nothing was removed", where="forget",
+                         hint=f"answer y, or run `spendlake forget {source} --period {' --period '.join(periods)} "
+                              "--yes` (where no one can answer)")
+    lake.forget(source, periods)
+    click.echo(f"forgot {source} {named}: {rows:,} cost rows, their partitions and rollups; a source that still "
+               "holds them reads them again at its next `spendlake ingest`")

@@ -229,7 +229,9 @@ def partition_error(bad: Sequence[PartitionCheck]) -> DataError:
                + (f"; and {len(bad) - 5} more" if len(bad) > 5 else ""))
     return DataError(message, where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
                      hint="run `spendlake ingest" + "".join(f" --source {s}" for s in sources)
-                          + "` to restore it from the source; `spendlake verify` checks every partition")
+                          + "` to restore it from the source; where the source no longer holds the period, restore "
+                          "the file from a backup or drop the period: `spendlake forget "
+                          + f"{bad[0].source} --period {bad[0].period}`; `spendlake verify` checks every partition")
 
 
 def damaged_table_error(con: duckdb.DuckDBPyConnection, files: Sequence[str], exc: duckdb.Error) -> Exception:

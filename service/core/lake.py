@@ -41,7 +41,7 @@ from service.core.files import (DATA_FILE, LEDGER_FILE, TABLE_RE, check_partitio
                                 write_json_atomic)
 from service.core import ledger_upkeep
 from service.core.integrity import PartitionCheck, quick_check
-from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
+from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_periods, remove_source
 from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
@@ -198,16 +198,22 @@ class Lake:
                                  lambda p: (p["source"], p["billing_period"]))
         self.write_state("verify", {"checked_at": utc_now_iso(), "partitions": len(checks), "problems": problems})
 
-    def forget(self, source: str) -> list[str]:
-        """Remove everything the lake holds of `source` (ledger rows first: the commit point,
-        so a crash in between leaves only files no view reads); returns the tables touched."""
+    def forget(self, source: str, periods: Collection[str] = ()) -> list[str]:
+        """Remove everything the lake holds of `source`, or only its `periods` (ledger rows first: the
+        commit point, so a crash in between leaves only files no view reads); returns the tables touched."""
         check_partition_value("source", source)
         tables = [t for t in SOURCE_TABLES if (self.table_dir(t) / f"source={source}").exists()]
+        def dropped(e: LedgerEntry) -> bool:
+            return e.source == source and (not periods or e.billing_period in periods)
+
         with self.lock("ingest"):
             state = self.ledger_state()
-            self._write_ledger([e for e in state.entries if e.source != source],
-                               [e for e in state.pending if e.source != source], state.pending_by)
-            remove_source(self, source)
+            self._write_ledger([e for e in state.entries if not dropped(e)],
+                               [e for e in state.pending if not dropped(e)], state.pending_by)
+            if periods:
+                remove_periods(self, source, periods)
+            else:
+                remove_source(self, source)
         return tables
 
     @staticmethod

@@ -2,7 +2,8 @@
 longer declares (`orphans`), and removing all of one (`remove_source`, for `Lake.forget`, which
 drops its ledger rows first and its record in `_state/sources.json` last: while that record or
 a failure's mark stays, the source is orphaned with `source state`, and the next forget
-finishes it)."""
+finishes it); and removing some of its periods (`remove_periods`, for `forget SOURCE --period P`,
+likewise after their ledger rows)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import shutil
 from collections.abc import Collection, Iterable
 
 from service.core import failure_marks
-from service.core.derived_records import DERIVED_RECORDS
+from service.core.derived_records import DERIVED_RECORDS, PERIOD_TABLES
 from service.core.ledger import LedgerEntry
 from service.core.schema import INVENTORY_TABLES
 from service.core.snapshot_ledger import RECORDS, SnapshotLake
@@ -38,6 +39,24 @@ def remove_source(lake: SnapshotLake, source: str) -> None:
             p for p in verified["problems"] if p["source"] != source]})
     _drop(lake, "sources", source)  # its record and marks last: what orphaned_sources sees of a forget killed before
     failure_marks.remove([mark for mark in failure_marks.marks(lake.root) if mark.source == source])
+
+
+def remove_periods(lake: SnapshotLake, source: str, periods: Collection[str]) -> None:
+    """Remove `source`'s cost partitions of `periods` and the rollups and placed parts derived from
+    them, with their records. Call only holding the ingest lock, after their ledger rows are gone:
+    a kill in between leaves files no view reads, which the next rollup build sweeps (stray)."""
+    for period in periods:
+        for table in ("costs", *PERIOD_TABLES):
+            folder = lake.table_dir(table) / f"source={source}" / f"billing_period={period}"
+            if folder.is_symlink():  # the link goes, never what it points to
+                folder.unlink()
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(lake.root / DERIVED_RECORDS / table / f"source={source}" / f"billing_period={period}",
+                          ignore_errors=True)
+    verified = lake.read_state("verify")  # its damage found of a period no longer held would stay
+    if any(p["source"] == source and p["billing_period"] in periods for p in verified.get("problems", [])):
+        lake.write_state("verify", {**verified, "problems": [
+            p for p in verified["problems"] if not (p["source"] == source and p["billing_period"] in periods)]})
 
 
 def _drop(lake: SnapshotLake, name: str, source: str) -> None:

@@ -171,13 +171,24 @@ def take_snapshot(lake: LakeFiles, tables: Collection[str] = ()) -> Snapshot:
     """The configured cost partitions, each matching its ledger entry, or a DataError naming
     the ones that do not (and those the last `spendlake verify` found damaged); with the
     inventory `tables` held as they are now (snapshot_pins.pin_tables)."""
-    state, checks, in_flight = stable_checks(lake)
-    checks = with_verify_findings(checks, lake.read_state("verify").get("problems", []),
-                                  {e.key: e for e in state.entries})
+    state, checks, in_flight = _checked(lake)
     bad = [c for c in checks if not c.ok]
     if bad:
         raise partition_error(bad)
     return Snapshot(state, tuple(checks), in_flight, pin_tables(lake, tables))
+
+
+def damaged_partitions(lake: LakeFiles) -> list[PartitionCheck]:
+    """The configured cost partitions a snapshot would refuse (take_snapshot's DataError names them)."""
+    return [c for c in _checked(lake)[1] if not c.ok]
+
+
+def _checked(lake: LakeFiles) -> tuple[LedgerState, list[PartitionCheck], bool]:
+    """stable_checks with what the last `spendlake verify` found."""
+    state, checks, in_flight = stable_checks(lake)
+    checks = with_verify_findings(checks, lake.read_state("verify").get("problems", []),
+                                  {e.key: e for e in state.entries})
+    return state, checks, in_flight
 
 
 def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T], tables: Collection[str] = ()) -> T:

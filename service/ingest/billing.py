@@ -30,11 +30,13 @@ from service.core.lake import Lake
 from service.core.units import currency_text, exact_text
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
+from service.core.snapshot import damaged_partitions
 from service.core.stopping import raise_if_stopped
 from service.ingest import periods, row_copies, shared
 from service.ingest.delivered import delivered
 from service.ingest.freshness import record_refused, record_run, record_sources
 from service.ingest.rollups import refresh_rollups
+from service.ingest.unrestorable import unrestorable
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +126,14 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         lake.settle()  # a commit that died between placing its files and recording them
         lake.restamp()  # a partition copied without its times is hashed once here, not at every read
         try:
+            damaged = damaged_partitions(lake)  # those no delivery of the run reads again fail their period
             for source in sources:
-                result.outcomes.extend(_ingest_source(lake, source, progress, strict) if source.name not in claimed
-                                       else [_failed(source, claimed[source.name])])
+                outcomes = (_ingest_source(lake, source, progress, strict) if source.name not in claimed
+                            else [_failed(source, claimed[source.name])])
+                result.outcomes += outcomes + [
+                    DeliveryOutcome(source.name, Delivery("", (period,), (source.location,)), "failed", error=error)
+                    for period, error in unrestorable(damaged, source.name, [
+                        (o.delivery, o.status, [e.billing_period for e in o.entries]) for o in outcomes])]
                 raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure
             _publish(lake, result.outcomes)
             raise_if_stopped()
