@@ -65,8 +65,9 @@ def test_ingest_fails_a_damaged_period_the_source_no_longer_holds_naming_a_backu
             and "the source no longer holds 2024-06, so ingest cannot restore it — restore it from a backup, or run "
                 "`spendlake forget trey --period 2024-06` to drop the period" in result.output), result.output
     assert "trey 2024-09, 2024-10: unchanged" in result.output  # the periods it holds are read as ever
-    query = spendlake(config, "attribute", *WINDOW)
-    assert query.exit_code == 3 and "`spendlake forget trey --period 2024-06`" in query.output, query.output
+    for args in (["attribute", *WINDOW], ["status"], ["verify"]):  # each names the same way out
+        query = spendlake(config, *args)
+        assert query.exit_code == 3 and "`spendlake forget trey --period 2024-06`" in query.output, (args, query.output)
 
 
 def test_a_damaged_period_the_source_still_holds_is_restored_not_failed(config):

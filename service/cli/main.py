@@ -316,7 +316,9 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
 
         raise DataError(f"{len(damaged)} partition(s) do not match the ledger ("
                         + ", ".join(f"{r['source']} {r['billing_period']}: {r['check']}" for r in damaged) + ")",
-                        where=str(obj.lake.root), hint="run `spendlake ingest` to restore them from their sources")
+                        where=str(obj.lake.root), hint="run `spendlake ingest` to restore them from their sources; a "
+                        "period its source no longer holds, ingest fails saying so: restore its file from a backup or "
+                        f"drop it, `spendlake forget {damaged[0]['source']} --period {damaged[0]['billing_period']}`")
     _check_snapshots(obj.lake)
 
 
