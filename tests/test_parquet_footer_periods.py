@@ -17,7 +17,7 @@ from layout_exports import focus, lake_sums
 from connectors.file_facts import parquet_periods
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.ingest import periods
+from service.ingest import survey
 from service.ingest.billing import ingest
 
 
@@ -66,7 +66,7 @@ def test_a_focus_parquet_folder_is_planned_from_footers_without_reading_rows(tmp
     def no_read(parts, uri):
         raise AssertionError(f"{uri} was read for its periods")
 
-    monkeypatch.setattr(periods, "_read_periods", no_read)
+    monkeypatch.setattr(survey, "_read_periods", no_read)
     config = parse_config({"lake": str(tmp_path / "lake"),
                            "sources": [{"name": "src", "kind": "focus", "location": str(export)}]})
     result = ingest(config)

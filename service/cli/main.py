@@ -196,8 +196,10 @@ def config_validate(obj: Context) -> None:
 @click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
 @click.option("--strict", is_flag=True,
               help="Fail a delivery that repeats a line item (same id and time interval) instead of warning.")
+@click.option("--accept-removed", is_flag=True,
+              help="Commit a final period read again only because files of it are gone from the location.")
 @pass_ctx
-def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
+def ingest(obj: Context, sources: tuple[str, ...], strict: bool, accept_removed: bool) -> None:
     """Ingest billing exports into the lake: one summary line per billing period."""
     from service.ingest.billing import ingest as run_ingest
 
@@ -207,7 +209,7 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     with interruptible("spendlake ingest", "the periods committed above are in the lake, nothing half-written "
                        "is visible, and what it had staged is removed (the next ingest removes anything left)"):
         result = _with_progress(lambda progress: run_ingest(obj.config, only=only, progress=progress, strict=strict,
-                                                            published=_print_outcomes))
+                                                            published=_print_outcomes, accept_removed=accept_removed))
     for warning in result.warnings:
         click.echo(one_line(f"warning: {warning}"), err=True)
     if result.failed:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Literal
 
+from service.core.units import currency_text, exact_text
+
 # When an entry is `final` rather than estimated (RELIABILITY 8), per currency: "any" of its
 # lines carries an invoice id (AWS: `bill/InvoiceId` is blank until the month's bill is
 # finalized, then on its lines), or "every" line does (FOCUS: InvoiceId is null on each charge
@@ -180,3 +182,12 @@ class LedgerState:
     pending: tuple[LedgerEntry, ...] = ()
     stamp: tuple[int, ...] = ()
     pending_by: str = ""  # the writer whose commit announced them: `holder()` of service/core/locks.py
+
+
+def totals_text(totals: Sequence[CurrencyTotals]) -> str:
+    """Each currency's billed cost as an ingest line says it; for an export that carries only the
+    effective cost (Azure amortized), that."""
+    return ", ".join(f"{currency_text(t.currency)} {exact_text(t.effective_cost)} effective"
+                     if t.billed_cost is None and t.effective_cost is not None
+                     else f"{currency_text(t.currency)} {exact_text(t.billed_cost)}"  # a zero sum is 0E-12 as str()
+                     for t in totals)

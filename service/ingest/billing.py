@@ -27,25 +27,17 @@ from service.core.errors import (DataError, LakeBusyError, SourceError, Spendlak
                                  out_of_memory)
 from service.core.files import files_named
 from service.core.lake import Lake
-from service.core.units import currency_text, exact_text
-from service.core.ledger import CurrencyTotals, LedgerEntry
+from service.core.ledger import LedgerEntry, totals_text
 from service.core.registry import CONNECTORS
 from service.core.snapshot import damaged_partitions
 from service.core.stopping import raise_if_stopped
-from service.ingest import periods, row_copies, shared
+from service.ingest import periods, removed, row_copies, shared
 from service.ingest.delivered import delivered
 from service.ingest.freshness import record_refused, record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 from service.ingest.unrestorable import unrestorable
 
 log = logging.getLogger(__name__)
-
-
-def _total(totals: CurrencyTotals) -> str:
-    """Billed cost; for an export that carries only the effective cost (Azure amortized), that."""
-    if totals.billed_cost is None and totals.effective_cost is not None:
-        return f"{currency_text(totals.currency)} {exact_text(totals.effective_cost)} effective"
-    return f"{currency_text(totals.currency)} {exact_text(totals.billed_cost)}"  # a zero sum is 0E-12 as str()
 
 
 @dataclass
@@ -75,7 +67,7 @@ class DeliveryOutcome:
         if self.status == "committed":
             return [
                 f"{self.source} {e.billing_period}: committed {e.rows} rows "
-                + ", ".join(_total(t) for t in e.totals)
+                + totals_text(e.totals)
                 + (" (final)" if e.final else " (estimated)") + self._again(e)
                 for e in self.entries
             ]
@@ -111,12 +103,13 @@ Progress = Callable[[str, int, int], None]
 
 def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None,
            strict: bool = False, published: Callable[[IngestResult], None] | None = None,
-           rollups: bool = True) -> IngestResult:
+           rollups: bool = True, accept_removed: bool = False) -> IngestResult:
     """Ingest the configured sources (or those named in `only`) into the lake. `strict`:
     a delivery that repeats a line item fails instead of committing with a warning.
     `published(result)`: called once the run's deliveries are in place, before the rollups
     are built (a long step), so what was committed can be told even if the run dies in it.
-    `rollups=False`: the caller refreshes them (serve's job: once after the bills and the inventory)."""
+    `rollups=False`: the caller refreshes them (serve's job: once after the bills and the inventory).
+    `accept_removed`: a final period read again only because files of it are gone commits (removed.py)."""
     sources = [config.source(name) for name in only] if only else list(config.sources)
     lake = Lake.of(config)
     result = IngestResult()
@@ -128,8 +121,8 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         try:
             damaged = damaged_partitions(lake)  # those no delivery of the run reads again fail their period
             for source in sources:
-                outcomes = (_ingest_source(lake, source, progress, strict) if source.name not in claimed
-                            else [_failed(source, claimed[source.name])])
+                outcomes = (_ingest_source(lake, source, progress, strict, accept_removed)
+                            if source.name not in claimed else [_failed(source, claimed[source.name])])
                 result.outcomes += outcomes + [
                     DeliveryOutcome(source.name, Delivery("", (period,), (source.location,)), "failed", error=error)
                     for period, error in unrestorable(damaged, source.name, [
@@ -225,7 +218,7 @@ def _record(lake: Lake, source: SourceConfig, outcomes: Sequence[DeliveryOutcome
 
 
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
-                   strict: bool = False) -> list[DeliveryOutcome]:
+                   strict: bool = False, accept_removed: bool = False) -> list[DeliveryOutcome]:
     outcomes: list[DeliveryOutcome] = []
     connector: CostConnector | None = None
     try:
@@ -236,12 +229,13 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
                               where=f"{source.config_path}.location", hint="check the location and the kind")
         con = lake.writer(connector.local_paths())
         try:
-            plan = periods.plan(lake, con, connector, source.name, deliveries)
+            plan = periods.plan(lake, con, connector, source.name, deliveries, accept_removed=accept_removed)
             planned = _ingest_plan(lake, con, connector, source, plan, progress, strict)
             for _ in range(2):  # the new files in one pass failed: each is read for its periods first; or copies
                 if planned is not None:  # of another's rows were found (remembered: the plan skips them now)
                     break
-                plan = periods.plan(lake, con, connector, source.name, deliveries, together=False)
+                plan = periods.plan(lake, con, connector, source.name, deliveries, together=False,
+                                    accept_removed=accept_removed)
                 planned = _ingest_plan(lake, con, connector, source, plan, progress, strict)
             outcomes += planned or []
         finally:
@@ -358,6 +352,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
     warnings += [plan.older[uri] for uri in delivery.files if uri in plan.older]
     replaces = {e.billing_period: old for e in staged.entries
                 if (old := lake.ledger_entry(source.name, e.billing_period))}
+    warnings += removed.shrinks(plan.removed.get(delivery.delivery_id, {}), staged.entries, replaces)
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
                            on_commit=lambda: plan.committed(lake, source.name, delivery), replaces=replaces)
 

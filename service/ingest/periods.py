@@ -50,12 +50,12 @@ import duckdb
 from connectors.base import CostConnector, Delivery, OtherDataset
 from connectors.file_versions import local_version, moved_alike, sampled_digest
 from service.core.commit import StagedCosts, discard_costs
-from service.core.errors import DataError, SpendlakeError, duckdb_error
+from service.core.errors import DataError, SpendlakeError
 from service.core.files import files_named
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
-from service.core.staging import PERIOD_RE
-from service.ingest import copies, row_copies
+from service.ingest import copies, removed, row_copies
+from service.ingest.survey import survey
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ class Plan:
     older: dict[str, str] = field(default_factory=dict)  # a file read, a stale copy of a file gone: its warning
     versions: dict[str, str | None] = field(default_factory=dict)  # each loose file's listed version (_as_delivered)
     moved: set[str] = field(default_factory=set)  # the files delivered under an id of another path (_as_delivered)
+    removed: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # delivery id → period → its files gone
 
     def regroup(self, delivery: Delivery, staged: StagedCosts) -> StagedCosts:
         """The `together` delivery's staged periods as a survey would have delivered them:
@@ -121,9 +122,10 @@ class Plan:
 
 
 def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, source: str,
-         deliveries: Sequence[Delivery], together: bool = True) -> Plan:
+         deliveries: Sequence[Delivery], together: bool = True, accept_removed: bool = False) -> Plan:
     """`together`: new loose files may be committed without a survey (see above); False: they
-    are surveyed (the run's second try when that failed), except a source's only file."""
+    are surveyed (the run's second try when that failed), except a source's only file.
+    `accept_removed`: a final period read again only because files of it are gone commits (removed.py)."""
     result = Plan(deliveries=[d for d in deliveries if not d.loose])
     if connector.files_one_delivery:
         result.deliveries, result.skipped = _without_row_copies(lake, connector, source, result.deliveries)
@@ -165,7 +167,7 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
                 {"version": version, **record, "sample": _sample(file.files[0], version)}
         else:
             try:
-                index[file.delivery_id] = _entry(file, _survey(lake, con, connector, file), version=version)
+                index[file.delivery_id] = _entry(file, survey(lake, con, connector, file), version=version)
             except OtherDataset as other:
                 index[file.delivery_id] = _entry(file, [], other.dataset, version)
             except SpendlakeError as exc:
@@ -184,11 +186,18 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     for group in _by_period(loose, index):
         periods = sorted({p for file in group for p in index[file.delivery_id]["periods"]})
         delivery = joined(group, tuple(periods))
-        problem = next((held[p] for p in periods if p in held), None) or _beside(by_manifest, periods, group)
+        entries = [e for e in ledger if e.billing_period in periods]
+        gone = removed.gone_from(entries, group, known, set(result.versions), joined)
+        problem = next((held[p] for p in periods if p in held), None) or _beside(by_manifest, periods, group) or (
+            None if accept_removed else removed.kept_final(gone, entries))
         if problem:
             result.failed.append((delivery, problem))
         else:
             result.deliveries.append(delivery)
+            result.removed[delivery.delivery_id] = gone
+    held = {uri for entry in ledger for uri in entry.files}  # a gone file's record, while the ledger holds it,
+    index.update((fingerprint, record) for fingerprint, record in known.items()  # tells a shrink (removed.py)
+                 if record["uri"] in held and record["uri"] not in result.versions and fingerprint not in index)
     if index != known:
         state[source] = index
         lake.write_state(STATE, state)
@@ -371,27 +380,3 @@ def _by_period(files: Sequence[Delivery], index: dict[str, dict]) -> list[list[D
     for file, periods in holding:
         groups.setdefault(root(periods[0]), []).append(file)
     return sorted(groups.values(), key=lambda g: min(p for f in g for p in index[f.delivery_id]["periods"]))
-
-
-def _survey(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, file: Delivery) -> list[str]:
-    """The billing periods a file's rows hold, read through its connector."""
-    uri = file.files[0]
-    with lake.scratch() as scratch:
-        parts = connector.read(file, con, scratch)  # also checks the columns: another dataset, a missing one
-        from_footer = connector.footer_periods(file, scratch)
-        found = set(from_footer) if from_footer is not None else _read_periods(parts, uri)
-    bad = sorted(str(p) for p in found if p is None or not PERIOD_RE.match(p))
-    if bad:
-        raise DataError(f"rows with an invalid or missing BillingPeriodStart ({bad[0]})", where=uri,
-                        hint="every cost row needs a billing period")
-    return sorted(found)  # type: ignore[arg-type]
-
-
-def _read_periods(parts: duckdb.DuckDBPyRelation | list[duckdb.DuckDBPyRelation], uri: str) -> set[str | None]:
-    found: set[str | None] = set()
-    for part in [parts] if isinstance(parts, duckdb.DuckDBPyRelation) else parts:
-        try:
-            found |= {row[0] for row in part.project("strftime(BillingPeriodStart, '%Y-%m')").distinct().fetchall()}
-        except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the file", where=uri) from None
-    return found
