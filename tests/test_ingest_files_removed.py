@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from service.core.lake import Lake
+from service.report.sections.restated import restated_notes
 from tests.conftest import SAMPLES
 from tests.test_lake_integrity import spendlake
 
@@ -98,6 +99,13 @@ def test_an_azure_cost_estimate_missing_a_file_shrinks_with_a_warning(tmp_path):
     assert (f"t 2023-09: 1 file(s) of its last delivery are gone from the location ({files[1]}), none added or "
             f"changed: the period shrinks from {rows} rows USD {effective} effective to {entry.rows} rows USD "
             f"{entry.totals[0].effective_cost} effective") in shrunk.output, shrunk.output
+    status = spendlake(config, "status", "--format", "table")
+    assert (f"removed: source t 2023-09: read again at {entry.ingested_at} only because files of its last delivery "
+            f"were gone from the location (no delivery of the cloud): it shrank from {rows} rows USD {effective} "
+            "effective") in status.output, status.output
+    note = restated_notes([entry])[0]  # the report's note under its Bills table
+    assert note.startswith("Bill 2023-09 / t / USD restated: files removed from the location, the rest read again at ")
+    assert "delivered again" not in note
 
 
 def test_a_file_gone_while_another_is_added_is_a_new_delivery_without_the_warning(tmp_path):

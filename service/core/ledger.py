@@ -144,8 +144,11 @@ class LedgerEntry:
         return bool(self.totals) and all(getattr(t, f"{cost}_cost") is None for t in self.totals)
 
 # What told a delivery's time (LedgerEntry.delivered_by): its export's execution id, which AWS Data
-# Exports (CUR 2.0, FOCUS) begin with the time of the export's run; its files' latest write time.
-DELIVERED_BY = ("execution id", "files")
+# Exports (CUR 2.0, FOCUS) begin with the time of the export's run; its files' latest write time;
+# FILES_REMOVED: no delivery, the period read again only because files of its last one are gone
+# from the location (service.ingest.removed; delivered_at None).
+FILES_REMOVED = "files removed"
+DELIVERED_BY = ("execution id", "files", FILES_REMOVED)
 
 # The deliveries of a period an entry keeps, `replaced` and `earlier`: a final bill's later changes
 # (AWS's refunds, credits and support fees after the invoice) stay told from the invoice's figures;

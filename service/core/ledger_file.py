@@ -201,7 +201,7 @@ class _ReplacedShape(Open):
     days_version: StrictInt = Field(default=1, ge=1)
     data_through_bounded: StrictBool = False
     delivered_at: UtcText | None = None
-    delivered_by: Literal["execution id", "files"] | None = None  # DELIVERED_BY
+    delivered_by: Literal["execution id", "files", "files removed"] | None = None  # DELIVERED_BY
     delivery_id: StrictStr | None = None
 
 
@@ -238,7 +238,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     days_version: StrictInt = Field(default=1, ge=1)
     accounts: list[_AccountShape] | None = None
     delivered_at: UtcText | None = None
-    delivered_by: Literal["execution id", "files"] | None = None  # DELIVERED_BY
+    delivered_by: Literal["execution id", "files", "files removed"] | None = None  # DELIVERED_BY
 
 
 class _LedgerShape(Open):

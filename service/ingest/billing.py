@@ -333,7 +333,8 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
                     prints=row_copies.printed(connector, delivery, plan.versions)))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 raise connector.locate(error, con) from None
-            staged = replace(staged, entries=[delivered(entry, connector) for entry in staged.entries])
+            gone = plan.removed.get(delivery.delivery_id, {})
+            staged = replace(staged, entries=[delivered(entry, connector, gone) for entry in staged.entries])
         changed = _changed_while_read(versions)
         if changed:
             discard_costs([staged])
@@ -352,7 +353,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
     warnings += [plan.older[uri] for uri in delivery.files if uri in plan.older]
     replaces = {e.billing_period: old for e in staged.entries
                 if (old := lake.ledger_entry(source.name, e.billing_period))}
-    warnings += removed.shrinks(plan.removed.get(delivery.delivery_id, {}), staged.entries, replaces)
+    warnings += removed.shrinks(gone, staged.entries, replaces)
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
                            on_commit=lambda: plan.committed(lake, source.name, delivery), replaces=replaces)
 

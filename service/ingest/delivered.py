@@ -13,18 +13,23 @@ when spendlake ingested it: hours or days later for a lake ingested daily, or af
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import replace
 from datetime import datetime, timezone
 
 from connectors.base import CostConnector
-from service.core.ledger import LedgerEntry
+from service.core.ledger import FILES_REMOVED, LedgerEntry
 from service.core.units import utc_iso_seconds
 
 EXECUTION_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)-")
 
 
-def delivered(entry: LedgerEntry, connector: CostConnector) -> LedgerEntry:
-    """`entry` with when its delivery was delivered and by what, where its id or files tell it."""
+def delivered(entry: LedgerEntry, connector: CostConnector, removed: Container[str] = ()) -> LedgerEntry:
+    """`entry` with when its delivery was delivered and by what, where its id or files tell it; a
+    period of `removed`, read again only because files of its last delivery are gone, was delivered by
+    no one (FILES_REMOVED)."""
+    if entry.billing_period in removed:
+        return replace(entry, delivered_at=None, delivered_by=FILES_REMOVED)
     if found := EXECUTION_TIME.match(entry.delivery_id):
         try:
             at = datetime.fromisoformat(found.group(1).replace("Z", "+00:00"))

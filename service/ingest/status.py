@@ -12,6 +12,7 @@ from service.core import bill_overlap, derived_records, derived_sweep
 from service.core.claims import other_configs
 from service.core.coverage import billed_orphans, empty_lake, stamped_ahead
 from service.core.lake import Lake
+from service.core.ledger import FILES_REMOVED, totals_text
 from service.core.output import one_line
 from service.core.serving import served_note
 from service.core.units import exact_text
@@ -31,7 +32,7 @@ class Note:
     """A line the table of `spendlake status` says on stderr, `<kind>: <text>`, beside its rows;
     CSV and JSON, which hold one table, carry it as a row of that table (`row`)."""
 
-    kind: str  # copies | overlap | derived (lake_notes); failing | stale (freshness_notes); no_bill (no_bill_note)
+    kind: str  # copies | overlap | derived | removed (lake_notes); failing | stale (freshness_notes); no_bill
     text: str
     source: str | None = None  # the source it is about, when one
 
@@ -60,9 +61,19 @@ def freshness_notes(sources: Sequence[SourceFreshness]) -> list[Note]:
 def lake_notes(lake: Lake) -> list[Note]:
     """What the table says of the lake's files beside its rows, which CSV and JSON carry as rows:
     the copies each source's last ingest skipped, each bill two sources hold (bill_overlap; its
-    `source` the first of them), and the derived files' damage."""
+    `source` the first of them), the derived files' damage, and the bills shrunk by files removed."""
     return (copies_skipped(lake) + [Note("overlap", o.sentence(), o.sources[0]) for o in bill_overlap.lake_overlaps(lake)]
-            + [Note("derived", line) for line in derived_damage(lake)])
+            + [Note("derived", line) for line in derived_damage(lake)] + removed_notes(lake))
+
+
+def removed_notes(lake: Lake) -> list[Note]:
+    """Each period the lake holds as read again only because files of its last delivery were gone
+    from the location (service.ingest.removed), until a delivery replaces it: from what to what."""
+    return [Note("removed", f"source {e.source} {e.billing_period}: read again at {e.ingested_at} only because files "
+                            "of its last delivery were gone from the location (no delivery of the cloud): it shrank "
+                            f"from {sum(t.rows for t in e.replaced.totals)} rows {totals_text(e.replaced.totals)} to "
+                            f"{e.rows} rows {totals_text(e.totals)}", e.source)
+            for e in lake.ledger() if e.delivered_by == FILES_REMOVED and e.replaced and lake.counts(e.source)]
 
 
 def no_bill_note(lake: Lake, sources: Sequence[SourceFreshness], billing: bool) -> Note:

@@ -20,7 +20,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from service.core.coverage import parse_utc
-from service.core.ledger import CurrencyTotals, DaySums, LedgerEntry, Replaced
+from service.core.ledger import FILES_REMOVED, CurrencyTotals, DaySums, LedgerEntry, Replaced
 from service.core.timewindow import minute_text
 from service.core.usage_end import capped_through
 from service.core.units import cents, currency_text, shown_money
@@ -176,7 +176,9 @@ TOLD_BY = {"execution id": "its export's execution time", "files": "its files' w
 def again(delivery: Replaced, old: Replaced) -> str:
     """'delivered again at … UTC (its files' write time)', as its source told it; where it told none
     (a ledger before session 51), when spendlake ingested it, said so; the delivery `old` was, read
-    again (`same`), said so."""
+    again (`same`), said so; the period read again only because files of it were gone, that."""
+    if delivery.delivered_by == FILES_REMOVED:  # no delivery: the rest of the last one, read again
+        return f"files removed from the location, the rest read again at {at(delivery.ingested_at)}"
     told = f"{at(delivery.delivered_at)} ({TOLD_BY[delivery.delivered_by or 'files']})" if delivery.delivered_at else ""
     if same(delivery, old):
         return f"read again (same delivery, of {told})" if told else "read again (same delivery)"
