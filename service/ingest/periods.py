@@ -190,14 +190,14 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
         gone = removed.gone_from(entries, group, known, set(result.versions), joined)
         problem = next((held[p] for p in periods if p in held), None) or _beside(by_manifest, periods, group) or (
             None if accept_removed else removed.kept_final(gone, entries))
+        result.removed[delivery.delivery_id] = gone
         if problem:
             result.failed.append((delivery, problem))
         else:
             result.deliveries.append(delivery)
-            result.removed[delivery.delivery_id] = gone
-    held = {uri for entry in ledger for uri in entry.files}  # a gone file's record, while the ledger holds it,
-    index.update((fingerprint, record) for fingerprint, record in known.items()  # tells a shrink (removed.py)
-                 if record["uri"] in held and record["uri"] not in result.versions and fingerprint not in index)
+    gone_files = {uri for delivery in result.removed.values() for files in delivery.values() for uri in files}
+    index.update((fingerprint, record) for fingerprint, record in known.items()  # a shrink told again (removed.py)
+                 if record["uri"] in gone_files and fingerprint not in index)
     if index != known:
         state[source] = index
         lake.write_state(STATE, state)
