@@ -26,11 +26,13 @@ def gone_from(entries: Sequence[LedgerEntry], group: Sequence[Delivery], known: 
     committed delivery gone from the location, where the rest of that delivery is `group` as it was:
     the id it was committed under is `joined`'s of the group's files and the gone ones' fingerprints
     as last surveyed (`known`). A period with a file added or changed besides is not in it."""
-    by_uri = {record["uri"]: fingerprint for fingerprint, record in known.items()}
     found: dict[str, list[str]] = {}
     for entry in entries:
         gone = sorted(uri for uri in entry.files if uri not in listed)
-        if not gone or any(uri not in by_uri for uri in gone):
+        if not gone:
+            continue
+        by_uri = {record["uri"]: fingerprint for fingerprint, record in known.items()}  # rare: built when a file is gone
+        if any(uri not in by_uri for uri in gone):
             continue
         was = [*group, *(Delivery(by_uri[uri], None, (uri,)) for uri in gone)]
         if joined(was, None).delivery_id == entry.delivery_id:
