@@ -19,7 +19,7 @@ from typing import Literal
 
 from rules.base import SEVERITIES, Finding, Rule
 from rules.context import RuleContext
-from service.core.errors import damaged_lake_file
+from service.core.lake_file_errors import damaged_lake_file
 
 log = logging.getLogger(__name__)
 

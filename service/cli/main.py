@@ -12,9 +12,9 @@ import click
 
 from service.attribution import told_by
 from service.core.config import Config, load_config
-from service.core.errors import (AGAIN, SHORT_OF_MEMORY, ResourceError, SpendlakeError, damaged_lake_file, os_error,
-                                 resource_error)
+from service.core.errors import AGAIN, SHORT_OF_MEMORY, ResourceError, SpendlakeError, os_error, resource_error
 from service.core.lake import Lake
+from service.core.lake_file_errors import damaged_lake_file
 from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
 from service.cli.output import default_format, emit, format_option

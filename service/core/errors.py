@@ -271,37 +271,6 @@ def told_by_known_names(error: SpendlakeError, shown: Mapping[str, str]) -> Spen
     return error
 
 
-LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
-REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup",
-                "attribution_placed": "spendlake rollup", "metric_tops": "spendlake rollup",
-                "findings": "spendlake rules run", "plans": "spendlake estimate --register NAME ... (each plan again)"}
-
-
-def damaged_lake_file(exc: BaseException, path: str | None = None) -> DataError | None:
-    """A DuckDB error reading one of the lake's own Parquet files (cut short, bytes altered),
-    found in the error's text or given as `path`: the file named, with the command that writes
-    it again; else None. Cost partitions and recorded snapshots are checked before they are
-    read; a rollup, the metric tops or a snapshot written before records is named here."""
-    if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None:
-        return None
-    found = LAKE_FILE.search(str(exc) if path is None else f"'{path}'")
-    if found is None:
-        return None
-    path, table, source = found.groups()
-    reason = duckdb_reason(exc).splitlines()[0].replace(f" '{path}'", "").replace(f' "{path}"', "")
-    return damaged_file(path, table, source, ERROR_KIND.sub('', reason).strip())
-
-
-def damaged_file(path: str, table: str, source: str, reason: str, hint: str | None = None) -> DataError:
-    """The error for a lake file of `table` (a path or URL) that cannot be read for `reason`,
-    with the command that writes it again (the DuckDB and the Spark reads name it alike), or
-    `hint` where a smaller fix keeps the rest of the file."""
-    command = REWRITTEN_BY.get(table, f"spendlake inventory --source {source}")
-    again = "" if table in REWRITTEN_BY else " as far as the source still holds it (an older snapshot is gone)"
-    return DataError(f"this lake file cannot be read, it is damaged ({reason})",
-                     where=path, hint=hint or f"delete it and run `{command}`, which writes it again{again}")
-
-
 def duckdb_reason(exc: BaseException) -> str:
     """What DuckDB says is wrong, without what follows: its CSV reader appends fixes that do
     not apply to an export (`strict_mode=false`, `ignore_errors=true`) and its options."""

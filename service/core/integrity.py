@@ -24,7 +24,8 @@ from pathlib import Path
 
 import duckdb
 
-from service.core.errors import DataError, damaged_lake_file
+from service.core.errors import DataError
+from service.core.lake_file_errors import damaged_lake_file, refuse_links
 from service.core.ledger import LedgerEntry
 from service.core.parquet_footer import MAGIC, TAIL, Footer, read_footer
 from service.core.usage_end import LATEST_END, USAGE_END, through_at, usage_end_text
@@ -68,6 +69,7 @@ def sha256_file(path: Path) -> str:
 _DIGESTS: dict[tuple, str] = {}
 _DIGESTS_LOCK = threading.Lock()
 _DIGESTS_KEPT = 4096
+PARTITION_LEVELS = 3  # <root>/costs/source=S/billing_period=P/data.parquet
 
 
 def known_sha256(path: Path, stat: os.stat_result | None = None) -> str:
@@ -89,7 +91,10 @@ def quick_check(path: Path, entry: LedgerEntry, *, rehash: bool = True) -> Parti
     """Size and footer row count against the ledger entry (an ok check carries the columns);
     with `rehash`, a file written since its commit (its modification time is not the entry's)
     is hashed too: bytes flipped in place keep the size and the footer (the deep check hashes
-    every file anyway). A copy that keeps times (`cp -a`, rsync -a, tar) is not re-hashed."""
+    every file anyway). A copy that keeps times (`cp -a`, rsync -a, tar) is not re-hashed.
+    A folder of the partition linked out of the lake is an error naming the link: DuckDB
+    cannot read it there, and the file is not damaged (service/core/lake_file_errors.py)."""
+    refuse_links(path.parents[PARTITION_LEVELS], path)
     read: dict[str, Footer | None] = {}
 
     def rows() -> int | None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from service.core.errors import damaged_file
+from service.core.lake_file_errors import damaged_file
 
 
 class NestedTooDeep(ValueError):

@@ -40,6 +40,7 @@ from service.core.errors import DataError
 from service.core.files import (DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, listed, resolved,
                                 write_json_atomic)
 from service.core import ledger_upkeep
+from service.core.lake_file_errors import refuse_links, refuse_top_links
 from service.core.integrity import PartitionCheck, quick_check
 from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_periods, remove_source
 from service.core.lake_views import cost_view, table_views
@@ -127,6 +128,7 @@ class Lake:
         """A DuckDB connection limited to the lake (service/core/connection.py). `writer`: see
         Lake.writer; it spills to the lake's staging area."""
         check_root(self.root)
+        refuse_top_links(self.root)
         return sandboxed_connection(self.root, self.staging, extra_paths=extra_paths, threads=threads,
                                     memory_limit=memory_limit, writer=writer)
 
@@ -241,6 +243,7 @@ class Lake:
 
     def clean_staging(self) -> None:
         """Remove what a crashed writer left behind. Call only while holding the ingest lock."""
+        refuse_links(self.root, self.staging)  # rmtree refuses a link, and a commit renames from there
         if self.staging.exists():
             shutil.rmtree(self.staging)
         self.staging.mkdir(parents=True, exist_ok=True)

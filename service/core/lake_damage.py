@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from service.core.errors import DataError, damaged_lake_file, resource_error
+from service.core.errors import DataError, resource_error
+from service.core.lake_file_errors import damaged_lake_file
 from service.core.integrity import partition_error
 from service.core.snapshot_ledger import snapshot_checks, snapshot_error
 from service.core.snapshot_pins import KEPT

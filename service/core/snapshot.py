@@ -42,6 +42,7 @@ from service.core.files import listed
 from service.core.integrity import (PartitionCheck, deep_check, partition_error, quick_check, sha256_file,
                                     with_verify_findings)
 from service.core.ledger import LedgerEntry, LedgerState, with_replaced
+from service.core.lake_file_errors import refuse_top_links
 from service.core.snapshot_pins import Pinned, pin_tables
 
 
@@ -157,7 +158,9 @@ def _committing(lake: LakeFiles, state: LedgerState) -> bool:
 
 
 def stable_checks(lake: LakeFiles, *, deep: bool = False) -> tuple[LedgerState, list[PartitionCheck], bool]:
-    """check_partitions on a ledger that did not change while the files were checked."""
+    """check_partitions on a ledger that did not change while the files were checked; a table's
+    folder linked out of the lake is an error naming it (`status` reads no table through DuckDB)."""
+    refuse_top_links(lake.root)
     deadline = time.monotonic() + READ_PATIENCE
     while True:
         state = lake.ledger_state()

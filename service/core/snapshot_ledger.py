@@ -30,7 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from service.core.errors import REWRITTEN_BY, DataError
+from service.core.errors import DataError
+from service.core.lake_file_errors import REWRITTEN_BY, refuse_links
 from service.core.files import DATA_FILE, listed, write_json_atomic
 from service.core.integrity import known_sha256, sha256_file, size_differs, written_since
 from service.core.parquet_footer import read_footer
@@ -43,9 +44,8 @@ RECORDS = "_ledger/snapshots"  # relative to the lake root
 SINCE = "recorded-since"
 VERIFY_STATE = "snapshot_verify"  # `_state/snapshot_verify.json`: what the last verify found damaged
 SET_ASIDE = "_damaged"  # where a damaged snapshot is moved (service/core/snapshot_set_aside.py)
-# The lake's own one-file tables (service/findings/store.py, service/planning/plans.py):
-# written through commit_snapshot and recorded as snapshots are, of no configured source, and
-# written again by their own command (errors.REWRITTEN_BY), which sets a damaged one aside.
+# The lake's own one-file tables (service/findings/store.py, service/planning/plans.py): recorded as snapshots,
+# of no configured source, and written again by their own command (REWRITTEN_BY), which sets a damaged one aside.
 OWN_TABLES = ("findings", "plans")
 LOST = {"findings": "the acknowledgements it holds", "plans": "the plans it holds, to register again"}
 RECORD_CHANGED = "its record changed, not the file"
@@ -183,7 +183,8 @@ def forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
 def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> SnapshotCheck:
     """Size and footer rows against the record, and the SHA-256 with `deep` or when the file
     was written since its record (bytes flipped in place keep size and footer); a record
-    rewritten while it was read (a commit passing by) is read again."""
+    rewritten while it was read (a commit passing by) is read again. A folder linked out of the lake is an error."""
+    refuse_links(lake.root, path)
     return check_file(path, lambda: _read_record(record_file(lake.root, path)), lambda: _size(path),
                       lambda: getattr(read_footer(path), "rows", None),
                       (lambda: sha256_file(path)) if deep else (lambda: known_sha256(path)),

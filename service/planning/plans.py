@@ -44,7 +44,8 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.core import json_text
-from service.core.errors import DataError, UsageError, damaged_file
+from service.core.errors import DataError, UsageError
+from service.core.lake_file_errors import damaged_file
 from service.core.folding import composed
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE

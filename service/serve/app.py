@@ -27,9 +27,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from service.attribution import RollupsKept, kept_in
 from service.core.config import Config
-from service.core.errors import (ConfigError, DataError, LakeBusyError, ResourceError, SpendlakeError, UsageError,
-                                 damaged_lake_file)
+from service.core.errors import ConfigError, DataError, LakeBusyError, ResourceError, SpendlakeError, UsageError
 from service.core.lake import Lake
+from service.core.lake_file_errors import damaged_lake_file
 from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness

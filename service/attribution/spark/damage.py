@@ -10,7 +10,8 @@ again. Through S3A this reads what the query read, once, and only after a failur
 
 from __future__ import annotations
 
-from service.core.errors import DataError, damaged_file
+from service.core.errors import DataError
+from service.core.lake_file_errors import damaged_file
 from service.core.integrity import SHA256_DIFFERS, PartitionCheck, partition_error
 from service.core.snapshot_ledger import snapshot_error
 
