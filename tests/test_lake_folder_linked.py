@@ -88,3 +88,13 @@ def test_a_staging_area_linked_out_of_the_lake_is_named_and_its_files_kept(tmp_p
     assert str(raised.value).startswith(f"{link} is a symbolic link to {target}, outside the lake: ")
     assert str(raised.value).endswith("— remove the link (spendlake makes the folder again), or mount the disk there")
     assert (target / "left.tmp").exists() and link.is_symlink()
+
+
+def test_a_partition_file_linked_out_of_the_lake_is_named_not_called_damaged(tmp_path):
+    lake, path = lake_and_config(tmp_path)
+    link, target = moved_and_linked(lake, f"{PERIOD}/data.parquet")
+    result = run(path, "attribute", "--since", "2026-11-01", "--until", "2026-11-05", "--by", "team")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 3 and "damaged" not in said, said
+    assert (f"{link} is a symbolic link to {target}, outside the lake: DuckDB reads only inside the lake (its sandbox) "
+            "— copy the file in place of the link") in said

@@ -94,7 +94,7 @@ def quick_check(path: Path, entry: LedgerEntry, *, rehash: bool = True) -> Parti
     every file anyway). A copy that keeps times (`cp -a`, rsync -a, tar) is not re-hashed.
     A folder of the partition linked out of the lake is an error naming the link: DuckDB
     cannot read it there, and the file is not damaged (service/core/lake_file_errors.py)."""
-    refuse_links(path.parents[PARTITION_LEVELS], path)
+    refuse_links(path.parents[PARTITION_LEVELS], path.parent)
     read: dict[str, Footer | None] = {}
 
     def rows() -> int | None:

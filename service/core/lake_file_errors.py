@@ -70,7 +70,8 @@ def refuse_top_links(root: Path) -> None:
 
 def refuse_links(root: Path, path: Path) -> None:
     """A DataError when `path` or a folder between `root` and it is a symbolic link out of
-    `root` (linked_error)."""
+    `root` (linked_error). The checks pass a partition's folder: a file of its own replaced by a
+    link (to /dev/zero) is judged by its size and footer, as a file in its place would be."""
     error = linked_error(root, path)
     if error is not None:
         raise error
@@ -93,5 +94,6 @@ def linked_error(root: Path, path: Path) -> DataError | None:
                              "into place by rename", where=str(link),
                              hint="remove the link (spendlake makes the folder again), or mount the disk there")
         return DataError(f"{link} is a symbolic link to {target}, outside the lake: DuckDB reads only inside the lake "
-                         "(its sandbox)", where=str(link), hint="move the folder back, or mount the disk there")
+                         "(its sandbox)", where=str(link), hint="move the folder back, or mount the disk there"
+                         if target.is_dir() else "copy the file in place of the link")
     return None

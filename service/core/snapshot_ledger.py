@@ -184,7 +184,7 @@ def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> Sna
     """Size and footer rows against the record, and the SHA-256 with `deep` or when the file
     was written since its record (bytes flipped in place keep size and footer); a record
     rewritten while it was read (a commit passing by) is read again. A folder linked out of the lake is an error."""
-    refuse_links(lake.root, path)
+    refuse_links(lake.root, path.parent)
     return check_file(path, lambda: _read_record(record_file(lake.root, path)), lambda: _size(path),
                       lambda: getattr(read_footer(path), "rows", None),
                       (lambda: sha256_file(path)) if deep else (lambda: known_sha256(path)),
