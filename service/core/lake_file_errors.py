@@ -60,7 +60,8 @@ def refuse_top_links(root: Path) -> None:
     """A DataError for a table's folder of the lake's root that is a symbolic link out of the
     lake: one listing of the root, at every connection and check of the partitions."""
     try:
-        entries = list(os.scandir(root))
+        with os.scandir(root) as listing:
+            entries = list(listing)
     except FileNotFoundError:  # a lake not made yet: the writer makes it
         return
     for entry in entries:
