@@ -80,13 +80,14 @@ def refuse_links(root: Path, path: Path) -> None:
 
 def linked_error(root: Path, path: Path) -> DataError | None:
     """The error for the first folder (or file) from `root` down to `path` that is a symbolic
-    link to somewhere outside `root`; None when there is none."""
-    link = root
-    for part in path.relative_to(root).parts:
-        link = link / part
-        if not link.is_symlink():
+    link to somewhere outside `root`; None when there is none. Strings and os.path, not Path
+    objects, on the way down: every partition check of every snapshot passes here."""
+    text = str(root)
+    for part in str(path)[len(text) + 1:].split(os.sep):
+        text = os.path.join(text, part)
+        if not os.path.islink(text):
             continue
-        target = link.resolve()
+        link, target = Path(text), Path(text).resolve()
         if target == root or root in target.parents:  # DuckDB follows a link that stays inside
             continue
         if link.name == STAGING:
