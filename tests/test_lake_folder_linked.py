@@ -5,6 +5,8 @@ counted the partition `altered`. Now the link is named, with its target and the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -98,3 +100,18 @@ def test_a_partition_file_linked_out_of_the_lake_is_named_not_called_damaged(tmp
     assert result.exit_code == 3 and "damaged" not in said, said
     assert (f"{link} is a symbolic link to {target}, outside the lake: DuckDB reads only inside the lake (its sandbox) "
             "— copy the file in place of the link") in said
+
+
+def test_the_api_names_a_period_folder_linked_out_of_the_lake_in_its_503(tmp_path):
+    from service.core.config import load_config
+    from tests.test_service_http import api_for
+
+    lake, path = lake_and_config(tmp_path)
+    moved_and_linked(lake, SNAPSHOT)  # past the partition checks: the sandbox's refusal, named by the API
+    token = "a-token-of-16-characters-at-least"
+    answer = api_for(load_config(path), token=token).handle(
+        "/api/v1/runs", {"since": ["2026-11-01"], "until": ["2026-11-05"]}, f"Bearer {token}")
+    error = json.loads(answer.body)["error"]
+    assert answer.status == 503 and error["where"] == f"the lake's {SNAPSHOT}", error
+    assert error["message"].startswith(f"the lake's {SNAPSHOT} is a symbolic link to "), error
+    assert error["hint"] == "move the folder back, or mount the disk there", error
