@@ -255,19 +255,27 @@ def test_43_a_reader_between_a_commit_placing_its_files_and_recording_them_sees_
     assert total(lake, config) == TOTALS["b"] and lake.ledger_state().pending == ()
 
 
-@pytest.mark.slow
-def test_43_a_commit_that_died_after_placing_its_files_is_settled_by_the_next_ingest(tmp_path, monkeypatch):
+def died_after_placing(tmp_path: Path, monkeypatch) -> tuple:
+    """(config, lake) after bill "a" was ingested and an ingest of bill "b" died between placing
+    its files and recording their entries (its entries left pending)."""
     from service.ingest.billing import ingest
 
     export, base = focus_setup(tmp_path)
     config = parse_config({**base, "attribution": ATTRIBUTIONS[0]})
     assert not ingest(config).failed
-    monkeypatch.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
-    swap(export, bill(*BILLS["b"], NOW))
-    with pytest.raises(KeyboardInterrupt):
-        ingest(config)
-    monkeypatch.undo()
-    lake = Lake.of(config)
+    with monkeypatch.context() as dying:
+        dying.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
+        swap(export, bill(*BILLS["b"], NOW))
+        with pytest.raises(KeyboardInterrupt):
+            ingest(config)
+    return config, Lake.of(config)
+
+
+@pytest.mark.slow
+def test_43_a_commit_that_died_after_placing_its_files_is_settled_by_the_next_ingest(tmp_path, monkeypatch):
+    from service.ingest.billing import ingest
+
+    config, lake = died_after_placing(tmp_path, monkeypatch)
     assert lake.ledger_state().pending and total(lake, config) == TOTALS["b"]  # the files match the pending entries
     assert not ingest(config).failed
     assert lake.ledger_state().pending == () and total(lake, config) == TOTALS["b"]
@@ -278,19 +286,10 @@ def test_43_status_and_the_bills_tell_the_file_a_commit_that_died_placed(tmp_pat
     answer goes by the entry that describes the file in place (the pending one), `status` and the
     report's bills as the lines do, until the next ingest records it (break54's F2: status said the
     old bill, check ok, while attribute and the same report's invoices said the new one)."""
-    from service.ingest.billing import ingest
     from service.ingest.status import status
     from service.report.sections.bills import bills_section
 
-    export, base = focus_setup(tmp_path)
-    config = parse_config({**base, "attribution": ATTRIBUTIONS[0]})
-    assert not ingest(config).failed
-    monkeypatch.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
-    swap(export, bill(*BILLS["b"], NOW))
-    with pytest.raises(KeyboardInterrupt):
-        ingest(config)
-    monkeypatch.undo()
-    lake = Lake.of(config)
+    config, lake = died_after_placing(tmp_path, monkeypatch)
     assert lake.ledger_state().pending and total(lake, config) == TOTALS["b"]
     rows = status(lake)
     assert {row["check"] for row in rows} == {"ok"}
