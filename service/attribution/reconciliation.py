@@ -44,8 +44,7 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     period, currency and cost measure, over the whole lake."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
-    local = engine is None or engine.kind == "duckdb"  # None: DuckDB (engine_of of an attribution config alone)
-    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config, local),
+    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config, engine.kind == "duckdb"),
                          Needs(sql_dims(config, (), {})))
 
 
