@@ -6,19 +6,49 @@ and name it with `spendlake ingest --source S`, which then reads the period agai
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+import yaml
+from click.testing import CliRunner
 
-from test_cli_hardening import base, copy_of, invoke  # noqa: F401 - base: the fixture of its module
+from conftest import SAMPLES
+from service.cli.main import cli
+
+FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("base")
+    (root / "export").mkdir()
+    shutil.copy(FOCUS, root / "export" / "bill.csv")
+    (root / "spendlake.yaml").write_text(yaml.safe_dump({
+        "lake": str(root / "lake"), "sources": [{"name": "focus", "kind": "focus", "location": str(root / "export")}],
+        "attribution": {"dimensions": {"team": {"tags": ["business_unit"]}}}}))
+    assert invoke("--config", str(root / "spendlake.yaml"), "ingest").exit_code == 0
+    return root
 
 
 @pytest.fixture
 def lake_copy(base, tmp_path) -> tuple[str, Path]:
-    """(config, lake) of a private copy of test_cli_hardening's FOCUS sample lake, times kept."""
-    return str(copy_of(base, tmp_path)), tmp_path / "lake"
+    """(config, lake) of a private copy of the base lake, times kept (`cp -a`)."""
+    for folder in ("lake", "export"):
+        shutil.copytree(base / folder, tmp_path / folder)
+    data = yaml.safe_load((base / "spendlake.yaml").read_text())
+    data.update(lake=str(tmp_path / "lake"), sources=[{**data["sources"][0], "location": str(tmp_path / "export")}])
+    (tmp_path / "spendlake.yaml").write_text(yaml.safe_dump(data))
+    return str(tmp_path / "spendlake.yaml"), tmp_path / "lake"
 
 
 def billed(path: Path) -> object:

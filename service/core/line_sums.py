@@ -1,7 +1,7 @@
 """The sums an answer read from a period's lines against its ledger entry's: the evidence of a
 partition altered in place with its size, footer and modification time kept (bit rot, an edit
 then `touch -r`), which the quick check of every read cannot see (service/core/integrity.py).
-An answer that sums the lines anyway (`attribute --check`, the report's invoices, `export`) compares
+An answer that sums the lines anyway (`attribute --check`, the report's invoices) compares
 them with the ledger at no cost; on a difference it hashes the partition as `verify` does, and
 an altered one is an error naming the file, recorded as `verify` records it so the next ingest
 reads the period again (its delivery unchanged, it would be skipped)."""
