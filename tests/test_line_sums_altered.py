@@ -108,27 +108,3 @@ def test_the_report_names_a_partition_altered_in_place_where_its_invoices_would_
     assert f"error: {data}: cost partition source=focus/billing_period={period} is altered" in result.output
     assert "run `spendlake ingest --source focus` to restore it" in result.output, result.output
     assert not list((tmp_path / "reports").rglob("report.html"))  # no page with two totals for one bill
-
-
-def test_export_names_a_partition_altered_in_place_it_exports_whole_and_writes_nothing(lake_copy, tmp_path):
-    config, lake = lake_copy
-    data = max((lake / "costs").rglob("data.parquet"), key=lambda path: path.stat().st_size)
-    period = data.parent.name.removeprefix("billing_period=")
-    flip_a_billed_cost(data)
-    result = invoke("--config", config, "export", "--format", "focus", "--out", str(tmp_path / "out"))
-    assert result.exit_code == 3, result.output
-    assert f"error: {data}: cost partition source=focus/billing_period={period} is altered" in result.output
-    assert "run `spendlake ingest --source focus` to restore it" in result.output, result.output
-    assert not (tmp_path / "out").exists()
-
-
-def test_export_of_part_of_a_period_or_of_a_sound_lake_hashes_no_partition(lake_copy, tmp_path, monkeypatch):
-    from service.core import line_sums
-
-    config, _ = lake_copy
-    hashed = []
-    monkeypatch.setattr(line_sums, "deep_check", lambda *args: hashed.append(args))
-    for window in ([], ["--since", "2024-09-10", "--until", "2024-09-20"]):
-        out = tmp_path / f"out{len(window)}"
-        assert invoke("--config", config, "export", "--format", "focus", *window, "--out", str(out)).exit_code == 0
-    assert hashed == []

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
@@ -39,7 +39,6 @@ from service.core.config_paths import check_outside_lake
 from service.core.deadline import Deadline
 from service.core.errors import UsageError, duckdb_error, naming, resource_error
 from service.core.lake import Lake
-from service.core.line_sums import raise_if_altered
 from service.core.publish import (publish_staged, removed_if_failed, split_s3_url, staging_folder, upload_s3,
                                   write_error)
 from service.core.schema import JSON_COLUMNS, TAG_MAP, COST_TYPES
@@ -156,11 +155,7 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
     if not snapshot.checks:
         return _Staged(None, ())
     with _lines(config, lake, snapshot, options, sources) as (con, relation, extra):
-        periods, sums, lines = joined_lines(con, relation)
-        # a period exported whole whose lines do not sum to its bill: its file altered in place?
-        entries = [c.entry for c in snapshot.checks if c.entry and _whole(c.period, options)]
-        for column, found in sums.items():
-            raise_if_altered(lake, entries, found, column)
+        periods, lines = joined_lines(con, relation)
         sql = conform_sql(lines, options.version, (SOURCE_COLUMN, *extra), taxed="export_taxed")
         written = []
         # a full disk names the file: where it goes, or for an upload where it is staged (the temporary directory)
@@ -189,13 +184,6 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
     _write_document(staging, shown, f"{METADATA_DIR}/data_generator.json", metadata.data_generator())
     _write_document(staging, shown, f"{METADATA_DIR}/schemas/schema-{schema['SchemaId']}.json", schema)
     return _Staged(schema, tuple(written))
-
-
-def _whole(period: str, options: ExportOptions) -> bool:
-    """Whether the export's window holds every line of `period` (charged within its month)."""
-    start = datetime.strptime(period, "%Y-%m").replace(tzinfo=timezone.utc)
-    end = (start + timedelta(days=32)).replace(day=1)
-    return (options.since is None or options.since <= start) and (options.until is None or options.until >= end)
 
 
 def _write_document(staging: Path, shown: Path, name: str, document: dict) -> None:

@@ -29,9 +29,8 @@ def _strings(columns: dict[str, list]) -> pa.Table:
     return pa.table(columns, schema=pa.schema([(name, pa.string()) for name in columns]))
 
 
-def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[str], dict, str]:
-    """(the billing periods of `relation`, in order; its lines' sums of BilledCost and of
-    EffectiveCost per source, period and currency (column → (source, period, currency) → sum); SQL of `relation` with `service_category`,
+def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[str], str]:
+    """(the billing periods of `relation`, in order; SQL of `relation` with `service_category`,
     `service_subcategory`, `focus_<x>_unit` and `known_<x>_name` columns, from lookup tables
     registered on `con`; `$period` selects a billing period). The periods and every lookup's
     values come from one pass over `relation` (GROUPING SETS): an attributed export's relation
@@ -50,10 +49,8 @@ def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[st
     unit_columns = ", ".join(f"u{i}.focus_unit AS {alias}" for i, alias in enumerate(UNIT_COLUMNS.values()))
     name_joins, name_columns = _known_names(con, found)
     held_join, held_columns = _held_elsewhere(con, found[HELD])
-    periods = sorted({row[1] for row in found[BILLS]})
-    sums = {column: {(source, period, currency): totals[i] for source, period, currency, *totals in found[BILLS]}
-            for i, column in enumerate(("BilledCost", "EffectiveCost"))}
-    return periods, sums, (f"(SELECT l.*, c.service_category, c.service_subcategory, {unit_columns}, {name_columns}, "
+    periods = sorted(row[0] for row in found[PERIOD])
+    return periods, (f"(SELECT l.*, c.service_category, c.service_subcategory, {unit_columns}, {name_columns}, "
                      f"{held_columns} "
                      f"FROM {relation} AS l "
                      "LEFT JOIN export_categories AS c ON l.ServiceName IS NOT DISTINCT FROM c.ServiceName "
@@ -62,21 +59,20 @@ def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[st
                      "WHERE l.billing_period = $period)")
 
 
-BILLS = ("source", "billing_period", "BillingCurrency")  # with the lines' billed and effective sums
+PERIOD = ("billing_period",)
 SERVICE = ("ServiceName", "ServiceCategory", "ServiceSubcategory")
 
 
 def _distinct(con: duckdb.DuckDBPyConnection, relation: str) -> dict[tuple[str, ...], list[tuple]]:
     """Grouping columns → the distinct rows of `relation` over them (with, for a NAMED_IDS pair,
     the first name its lines give the id, and only the ids some line names), in one pass."""
-    sets = [BILLS, SERVICE, *((column,) for column in UNIT_COLUMNS),
+    sets = [PERIOD, SERVICE, *((column,) for column in UNIT_COLUMNS),
             *(("ProviderName", id_column) for _, id_column, _ in NAMED_IDS), HELD]
     keys = list(dict.fromkeys(column for grouping in sets for column in grouping))
     names = ", ".join([f"min(nullif({name}, '')) FILTER (WHERE nullif({id_column}, '') IS NOT NULL "
                        f"AND nullif({name}, '') IS NOT NULL) AS n{i}"
                        for i, (name, id_column, _) in enumerate(NAMED_IDS)]
-                      + ["sum(BilledCost)", "sum(EffectiveCost)",
-                         "bool_or(BilledCost IS NOT NULL)", "bool_or(EffectiveCost IS NOT NULL)"])
+                      + ["bool_or(BilledCost IS NOT NULL)", "bool_or(EffectiveCost IS NOT NULL)"])
     grouping = ", ".join(f"({', '.join(columns)})" for columns in sets)
     rows = con.execute(f"SELECT GROUPING({', '.join(keys)}) AS g, {', '.join(keys)}, {names} FROM {relation} "
                        f"GROUP BY GROUPING SETS ({grouping})").fetchall()
@@ -92,8 +88,6 @@ def _distinct(con: duckdb.DuckDBPyConnection, relation: str) -> dict[tuple[str, 
             if name is None:
                 continue
             row += (name,)
-        if columns == BILLS:
-            row += tuple(values[-4:-2])
         if columns == HELD:  # whether the lines hold each cost
             row += tuple(values[-2:])
         found[columns].append(row)
