@@ -96,15 +96,3 @@ def test_attribute_check_names_a_partition_altered_in_place_not_a_bug_in_attribu
     assert f"focus {period}: committed" in invoke("--config", config, "ingest", "--source", "focus").output
     assert billed(data) == before != after
     assert invoke("--config", config, "attribute", "--check", "--format", "csv").exit_code == 0
-
-
-def test_the_report_names_a_partition_altered_in_place_where_its_invoices_would_tell_another_bill(lake_copy, tmp_path):
-    config, lake = lake_copy
-    data = max((lake / "costs").rglob("data.parquet"), key=lambda path: path.stat().st_size)
-    period = data.parent.name.removeprefix("billing_period=")
-    flip_a_billed_cost(data)
-    result = invoke("--config", config, "report", "--date", f"{period}-15", "--out", str(tmp_path / "reports"))
-    assert result.exit_code == 3, result.output
-    assert f"error: {data}: cost partition source=focus/billing_period={period} is altered" in result.output
-    assert "run `spendlake ingest --source focus` to restore it" in result.output, result.output
-    assert not list((tmp_path / "reports").rglob("report.html"))  # no page with two totals for one bill

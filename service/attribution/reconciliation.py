@@ -62,7 +62,7 @@ def _reconcile(session: RollupSession | None, config: AttributionConfig, local: 
                 "GROUP BY source, billing_period, BillingCurrency").fetchall():
             source[(src, period, currency)] = total
         if local and column in LEDGER_TOTAL:
-            raise_if_altered(session.lake, session.ledger_entries(), source, column)
+            raise_if_altered(session.lake, session.snapshot.checks, source, column)
         attributed: dict[tuple, Decimal] = defaultdict(Decimal)
         for (_, currency, partition, _, _), amount in attributed_sums(
                 session.con, config, dims, measure, "total", None, False, per_partition=True).items():

@@ -8,13 +8,11 @@ reads the period again (its delivery unchanged, it would be skipped)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from service.core.errors import NOT_WRITABLE
 from service.core.integrity import PartitionCheck, deep_check, partition_error
-from service.core.ledger import LedgerEntry
 from service.core.state_files import problems_kept
 
 # a cost column an answer sums → the ledger's total of it per currency
@@ -23,44 +21,34 @@ LEDGER_TOTAL = {"BilledCost": "billed_cost", "EffectiveCost": "effective_cost"}
 SumKey = tuple[str, str, str | None]  # (source, billing period, currency)
 
 
-def differing(entries: Iterable[LedgerEntry], sums: Mapping[SumKey, Decimal], column: str) -> list[LedgerEntry]:
-    """The entries whose total of `column` per currency is not their lines' (`sums`, per source,
-    period and currency; a period absent from `sums` is not judged)."""
+def differing(checks: Iterable[PartitionCheck], sums: Mapping[SumKey, Decimal], column: str) -> list[PartitionCheck]:
+    """The partitions whose lines' sums of `column` (`sums`, per source, period and currency;
+    a period absent from `sums` is not judged) are not their ledger entry's."""
     judged = {(source, period) for source, period, _ in sums}
     out = []
-    for entry in entries:
-        if (entry.source, entry.billing_period) not in judged:
+    for check in checks:
+        if check.entry is None or (check.source, check.period) not in judged:
             continue
-        ledger = {t.currency: getattr(t, LEDGER_TOTAL[column]) for t in entry.totals}
-        lines = {currency: total for (source, period, currency), total in sums.items()
-                 if (source, period) == (entry.source, entry.billing_period)}
+        ledger = {t.currency: getattr(t, LEDGER_TOTAL[column]) or Decimal(0) for t in check.entry.totals}
+        lines = {currency: total or Decimal(0) for (source, period, currency), total in sums.items()
+                 if (source, period) == (check.source, check.period)}
         if {c: v for c, v in ledger.items() if v} != {c: v for c, v in lines.items() if v}:
-            out.append(entry)
+            out.append(check)
     return out
 
 
-def raise_if_altered(lake, entries: Iterable[LedgerEntry], sums: Mapping[SumKey, Decimal], column: str) -> None:
-    """A DataError naming the partitions of `entries` whose lines' `sums` of `column` differ
-    from the entry's and whose file does not match it (hashed, re-summed: a difference alone
-    may be the answer's, not the file's); nothing when none is altered."""
-    suspects = differing(entries, sums, column)
+def raise_if_altered(lake, checks: Sequence[PartitionCheck], sums: Mapping[SumKey, Decimal], column: str) -> None:
+    """A DataError naming the partitions among `checks` whose lines' `sums` of `column` differ
+    from their ledger entry's and whose file does not match the entry (hashed, re-summed: a
+    difference alone may be the answer's, not the file's); nothing when none is altered."""
+    suspects = differing(checks, sums, column)
     if not suspects:
         return
     with lake.connect() as con:
-        bad = [found for found in (deep_check(con, lake.partition_file("costs", [
-            ("source", e.source), ("billing_period", e.billing_period)]), e) for e in suspects) if not found.ok]
+        bad = [found for found in (deep_check(con, c.path, c.entry) for c in suspects) if not found.ok]
     if bad:
         _record(lake, bad)
         raise partition_error(bad)
-
-
-def row_sums(rows: Iterable[Mapping], column: str) -> dict[SumKey, Decimal]:
-    """(source, period, currency) → the sum of `column` over a table's `rows` (dicts with
-    `source`, `billing_period`, `currency` and the ledger's name of `column`)."""
-    sums: dict[SumKey, Decimal] = defaultdict(Decimal)
-    for row in rows:
-        sums[(row["source"], row["billing_period"], row["currency"])] += row[LEDGER_TOTAL[column]] or Decimal(0)
-    return dict(sums)
 
 
 def _record(lake, bad: Sequence[PartitionCheck]) -> None:
