@@ -14,7 +14,6 @@ from service.attribution.sql import MEASURES
 from service.core.config import Config, EngineConfig, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
-from service.core.line_sums import LEDGER_TOTAL, raise_if_altered
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,11 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     period, currency and cost measure, over the whole lake."""
     engine = engine or engine_of(config)
     config = attribution_of(config)
-    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config, engine.kind == "duckdb"),
+    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config),
                          Needs(sql_dims(config, (), {})))
 
 
-def _reconcile(session: RollupSession | None, config: AttributionConfig, local: bool) -> list[Reconciliation]:
-    """`local`: the session reads the lake's own files (DuckDB), which a difference between the
-    lines' sums and the ledger's has hashed: a file altered in place, not attribution, is named."""
+def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:
     if session is None:
         return []
     dims = sql_dims(config, (), {})
@@ -61,8 +58,6 @@ def _reconcile(session: RollupSession | None, config: AttributionConfig, local: 
                 f"SELECT source, billing_period, BillingCurrency, coalesce(sum({column}), 0) FROM costs "
                 "GROUP BY source, billing_period, BillingCurrency").fetchall():
             source[(src, period, currency)] = total
-        if local and column in LEDGER_TOTAL:
-            raise_if_altered(session.lake, session.snapshot.checks, source, column)
         attributed: dict[tuple, Decimal] = defaultdict(Decimal)
         for (_, currency, partition, _, _), amount in attributed_sums(
                 session.con, config, dims, measure, "total", None, False, per_partition=True).items():
